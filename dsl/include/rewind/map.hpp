@@ -1,0 +1,167 @@
+// rewind: learned maps, whose architecture is part of their type.
+//
+//   inline constexpr auto f = rwd::map<"f">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
+//
+// is width -> 16 -> tanh -> width: dense layers with an output width (a number, or the width of
+// the state), elementwise activations between them. `f(x)` is a call node in an expression.
+// A map may declare the interval its Jacobian's slope lives in (`.slope(-1_c, 0_c)`, or
+// `.lipschitz(1_c)` for [-1, 1]); the budget analysis takes the worst case over it. Without one,
+// the analysis assumes slope 0 and says so. Two calls of the same map in one layer share its
+// parameters (the two kicks of leapfrog use the same force).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <limits>
+
+#include "diagnostics.hpp"
+#include "expr.hpp"
+
+namespace rwd {
+
+/// A dense layer y = W u + b with N outputs; N == 0 means "as wide as the state".
+template <std::size_t N>
+struct dense_layer {
+  static constexpr std::size_t width = N;
+};
+template <std::size_t N>
+inline constexpr dense_layer<N> dense{};
+inline constexpr dense_layer<0> dense_same{};
+
+/// No slope interval declared: the analysis assumes slope 0 (the napkin) and says so.
+struct undeclared_slope {};
+template <long long LN, long long LD, long long HN, long long HD>
+struct declared_slope {
+  static_assert(rational{LN, LD}.value() <= rational{HN, HD}.value(),
+                "rewind: a slope interval needs lo <= hi");
+  static constexpr rational lo{LN, LD}, hi{HN, HD};
+};
+
+/// One layer of a map at run time: a dense layer (in -> out) or an activation (width).
+struct layer_shape {
+  bool dense = false;
+  std::size_t in = 0, out = 0;
+};
+
+namespace detail {
+template <class T> inline constexpr bool is_dense = false;
+template <std::size_t N> inline constexpr bool is_dense<dense_layer<N>> = true;
+template <class T> inline constexpr bool is_activation = false;
+template <class F> inline constexpr bool is_activation<elementwise<F>> = true;
+}  // namespace detail
+
+template <class Name, class Slope, class... Layers>
+struct learned_map : detail::map_tag {
+  static constexpr std::string_view name = Name::view();
+  static constexpr std::size_t depth = sizeof...(Layers);
+  static constexpr std::size_t activation_count = (std::size_t{detail::is_activation<Layers>} + ... + 0);
+  static constexpr bool slope_declared = !std::is_same_v<Slope, undeclared_slope>;
+  using slope_type = Slope;
+
+  /// f(e): a call of this map on an expression.
+  template <expression A>
+  constexpr call<learned_map, A> operator()(A) const {
+    return {};
+  }
+  /// The same map with its Jacobian slope declared to lie in [lo, hi] (exact rationals).
+  template <long long LN, long long LD, long long HN, long long HD>
+  constexpr auto slope(constant<LN, LD>, constant<HN, HD>) const {
+    return learned_map<Name, declared_slope<LN, LD, HN, HD>, Layers...>{};
+  }
+  /// The same map with a Lipschitz bound K: slopes in [-K, K].
+  template <long long N, long long D>
+  constexpr auto lipschitz(constant<N, D>) const {
+    static_assert(N >= 0, "rewind: a Lipschitz bound is not negative");
+    return learned_map<Name, declared_slope<-N, D, N, D>, Layers...>{};
+  }
+  /// The slope interval the analysis uses: declared, or [0, 0].
+  static constexpr double slope_lo() {
+    if constexpr (slope_declared) return Slope::lo.value();
+    else return 0.0;
+  }
+  static constexpr double slope_hi() {
+    if constexpr (slope_declared) return Slope::hi.value();
+    else return 0.0;
+  }
+
+  /// The layers for a state of the given width.
+  static constexpr std::array<layer_shape, sizeof...(Layers)> shape(std::size_t width) {
+    std::array<layer_shape, sizeof...(Layers)> out{};
+    std::size_t w = width, i = 0;
+    (
+        [&] {
+          if constexpr (detail::is_dense<Layers>) {
+            const std::size_t o = Layers::width == 0 ? width : Layers::width;
+            out[i++] = {true, w, o};
+            w = o;
+          } else {
+            out[i++] = {false, w, w};
+          }
+        }(),
+        ...);
+    return out;
+  }
+  /// Number of learned scalars (weights and biases) for a state of the given width.
+  static constexpr std::size_t parameter_count(std::size_t width) {
+    std::size_t n = 0;
+    for (const auto& l : shape(width))
+      if (l.dense) n += l.out * l.in + l.out;
+    return n;
+  }
+  /// Number of scalars per sample the map keeps for its backward pass (activation outputs).
+  static constexpr std::size_t intermediate_count(std::size_t width) {
+    std::size_t n = 0;
+    for (const auto& l : shape(width))
+      if (!l.dense) n += l.out;
+    return n;
+  }
+  /// "784 -> 16 -> tanh -> 784" for a state of width 784 ("W" when width is 0).
+  static std::string describe(std::size_t width = 0) {
+    std::string s = width ? std::to_string(width) : "W";
+    std::size_t i = 0;
+    (
+        [&] {
+          if constexpr (detail::is_dense<Layers>)
+            s += " -> " + (Layers::width == 0 ? (width ? std::to_string(width) : std::string("W"))
+                                              : std::to_string(Layers::width));
+          else s += " -> " + std::string(Layers::function::name);
+          ++i;
+        }(),
+        ...);
+    return s;
+  }
+};
+
+namespace detail {
+template <class L>
+constexpr std::size_t dense_width_or_max() {
+  if constexpr (is_dense<L>) return L::width;
+  else return std::numeric_limits<std::size_t>::max();
+}
+template <class... Layers>
+constexpr bool output_is_state_width() {
+  std::size_t last = std::numeric_limits<std::size_t>::max();
+  ((last = dense_width_or_max<Layers>() == std::numeric_limits<std::size_t>::max()
+               ? last
+               : dense_width_or_max<Layers>()),
+   ...);
+  return last == std::numeric_limits<std::size_t>::max() || last == 0;
+}
+}  // namespace detail
+
+/// A learned map named `Name`, made of dense layers and activations, applied left to right.
+template <fixed_string Name, class... Layers>
+constexpr auto map(Layers...) {
+  static_assert(sizeof...(Layers) > 0, REWIND_E012);
+  static_assert(((detail::is_dense<Layers> || detail::is_activation<Layers>) && ...),
+                "rewind: the layers of a map are dense<N>, dense_same, or activations such as "
+                "rwd::tanh");
+  static_assert(detail::output_is_state_width<Layers...>(), REWIND_E008);
+  return learned_map<name_of<Name>, undeclared_slope, Layers...>{};
+}
+
+namespace detail {
+template <class T> inline constexpr bool is_map = std::is_base_of_v<map_tag, T>;
+}  // namespace detail
+
+}  // namespace rwd

@@ -1,0 +1,76 @@
+// rewind: a network is a stack of a block with a scalar type and a policy for the budget.
+//
+// A network deeper than the rewind budget L* of its scalar type would train on rounding noise.
+// With a compile-time depth and a block whose coefficients are compile-time constants, that is a
+// compile error (E007); otherwise building the network throws the same message. Policies say
+// otherwise on purpose:
+//   policy::strict   (default) depth <= L*, checked
+//   policy::lossy    over budget on purpose (to measure the cliff, say); nothing is checked
+#pragma once
+
+#include <string>
+
+#include "budget.hpp"
+
+namespace rwd {
+
+namespace policy {
+struct strict {
+  static constexpr std::string_view name = "strict";
+  static constexpr bool checks_budget = true;
+};
+struct lossy {
+  static constexpr std::string_view name = "lossy";
+  static constexpr bool checks_budget = false;
+};
+}  // namespace policy
+
+template <class Scalar, class Policy, class Block, std::size_t Depth>
+struct network_t {
+  using scalar = Scalar;
+  using policy_type = Policy;
+  using block_type = Block;
+  static constexpr std::size_t static_depth = Depth;
+  std::size_t depth = Depth;
+  env bindings{};
+  budget_report budget{};
+};
+
+namespace detail {
+template <class Block>
+constexpr bool budget_is_static() {
+  return !Block::has_runtime_scalars && classify(Block{}) != block_class::data_dependent;
+}
+
+template <class Block>
+constexpr void check_runtime_coefficients(const env& bindings) {
+  hana::for_each(Block::updates(), [&](auto u) {
+    using U = decltype(u);
+    if constexpr (coefficient_kind_of<U>() == coefficient_kind::runtime) {
+      const print_context ctx{&bindings};
+      if (scalar_value(typename U::alpha{}, bindings) == 0)
+        throw error(e002_runtime(U::text(ctx)));
+    }
+  });
+}
+
+inline std::string e007_runtime(std::string_view scalar, std::size_t depth, const budget_report& b) {
+  return std::string(REWIND_E007) + " (depth " + std::to_string(depth) + ", L* = " +
+         std::to_string(b.layers) + " layers in " + std::string(scalar) + ", rate " +
+         format_double(b.rate, 6) + " per layer)";
+}
+}  // namespace detail
+
+/// A network of `stack` in scalar type Scalar under Policy, runtime scalars from `bindings`.
+template <class Scalar, class Policy = policy::strict, class Block, std::size_t Depth>
+constexpr auto network(stack_t<Block, Depth> s, const env& bindings = {}) {
+  if constexpr (Depth != dynamic_depth && Policy::checks_budget && detail::budget_is_static<Block>())
+    static_assert(budget<Scalar>(Block{}).layers >= static_cast<long long>(Depth), REWIND_E007);
+  detail::check_runtime_coefficients<Block>(bindings);
+  network_t<Scalar, Policy, Block, Depth> n{s.depth, bindings, budget<Scalar>(Block{}, bindings)};
+  if (Policy::checks_budget && n.budget.known() && static_cast<long long>(n.depth) > n.budget.layers)
+    throw error(detail::e007_runtime(scalar_traits<Scalar>::name, n.depth, n.budget));
+  return n;
+}
+
+}  // namespace rwd
