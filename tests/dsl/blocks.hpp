@@ -1,0 +1,40 @@
+// The blocks the DSL tests use: eight accepted kinds and a data-dependent one.
+#pragma once
+
+#include <rewind/rewind.hpp>
+
+namespace test_blocks {
+using namespace rwd::literals;
+
+inline constexpr rwd::var<"x"> x;
+inline constexpr rwd::var<"v"> v;
+inline constexpr rwd::var<"w"> w;
+inline constexpr rwd::var<"x1"> x1;
+inline constexpr rwd::var<"x2"> x2;
+inline constexpr rwd::param<"mu"> mu;
+
+inline constexpr auto f = rwd::map<"f">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
+inline constexpr auto g = rwd::map<"g">(rwd::dense<8>, rwd::relu, rwd::dense_same);
+inline constexpr auto F = rwd::map<"F">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
+inline constexpr auto G = rwd::map<"G">(rwd::dense<16>, rwd::sigmoid, rwd::dense_same);
+inline constexpr auto s = rwd::map<"s">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
+inline constexpr auto t = rwd::map<"t">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
+
+// 1. momentum, 2. leapfrog, 3. additive coupling: the ready-made blocks
+inline constexpr auto momentum = rwd::momentum(x, v, 0.9_c, f);
+inline constexpr auto leapfrog = rwd::leapfrog(x, v, 1_c, F);
+inline constexpr auto coupling = rwd::additive_coupling(x1, x2, F, G);
+// 4. three state variables
+inline constexpr auto three = rwd::block(v = 0.5_c * v + f(x), w = w + g(v), x = x + v - 0.25_c * w);
+// 5. a runtime mu
+inline constexpr auto runtime_mu = rwd::block(v = mu * v + f(x), x = x + v);
+// 6. two different maps in one update
+inline constexpr auto two_maps = rwd::block(v = 0.9_c * v + f(x) - g(x), x = x + v);
+// 7. a constant alpha of 2: expansive
+inline constexpr auto expansive = rwd::block(x = 2_c * x + f(v), v = v + g(x));
+// 8. a long sum in g
+inline constexpr auto long_sum =
+    rwd::block(x = x + v + 0.5_c * w - f(v) + g(w) + rwd::tanh(v) - 3_c * w, v = v + f(x), w += x);
+// 9. affine coupling: a data-dependent alpha
+inline constexpr auto affine = rwd::block(x1 = x1 * rwd::exp(s(x2)) + t(x2), x2 = x2 + F(x1));
+}  // namespace test_blocks

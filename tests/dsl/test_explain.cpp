@@ -1,0 +1,59 @@
+// explain(): the derivation as text.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "blocks.hpp"
+
+using namespace test_blocks;
+
+static bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("explain(momentum) shows the forward, the derived inverse, the adjoint and the budgets") {
+  const std::string text = rwd::explain(momentum);
+  CAPTURE(text);
+  CHECK(contains(text, "v <- 0.9*v + f(x)\n  x <- x + v\n"));
+  CHECK(contains(text, "x <- x - v\n  v <- (v - f(x)) / 0.9\n"));  // in this order
+  CHECK(contains(text, "xbar += J_f(x)^T vbar"));
+  CHECK(contains(text, "vbar <- 0.9*vbar"));
+  CHECK(contains(text, "class: dissipative"));
+  CHECK(contains(text, "float32   eps 1.19e-07  L* 151 layers"));
+  CHECK(contains(text, "float64   eps 2.22e-16  L* 342 layers"));
+  CHECK(contains(text, "bfloat16  eps 0.00781   L* 46 layers"));
+  CHECK(contains(text, "assumes slope 0"));
+  CHECK(contains(text, "map f: W -> 16 -> tanh -> W"));
+}
+
+TEST_CASE("explain(leapfrog) says conservative, with no finite budget") {
+  const std::string text = rwd::explain(leapfrog);
+  CAPTURE(text);
+  CHECK(contains(text, "class: conservative"));
+  CHECK(contains(text, "float32   eps 1.19e-07  L* unlimited"));
+  CHECK(!contains(text, "layers ("));
+}
+
+TEST_CASE("explain with declared slopes, runtime scalars and data-dependent alphas") {
+  const std::string sloped = rwd::explain(rwd::momentum(x, v, 0.9_c, f.slope(-1_c, -0.1_c)));
+  CHECK(contains(sloped, "f' in [-1, -0.1]"));
+  CHECK(contains(sloped, "L* 302 layers"));
+  CHECK(!contains(sloped, "assumes slope 0"));
+
+  const std::string unbound = rwd::explain(runtime_mu);
+  CHECK(contains(unbound, "v <- mu*v + f(x)"));
+  CHECK(contains(unbound, "runtime scalar mu (unbound)"));
+  CHECK(contains(unbound, "depend on the runtime scalars"));
+  const rwd::env e = rwd::env{}.set("mu", 0.6);
+  const std::string bound = rwd::explain(runtime_mu, e);
+  CHECK(contains(bound, "v <- (v - f(x)) / 0.6"));
+  CHECK(contains(bound, "L* 31 layers"));
+
+  const std::string data = rwd::explain(affine);
+  CHECK(contains(data, "class: data-dependent"));
+  CHECK(contains(data, "x1 <- (x1 - t(x2)) / exp(s(x2))"));
+
+  const std::string expands = rwd::explain(expansive);
+  CHECK(contains(expands, "class: expansive"));
+  CHECK(contains(expands, "the forward pass amplifies"));
+}

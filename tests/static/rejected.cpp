@@ -1,0 +1,22 @@
+// Compile-only negatives, written in the language: each rejected pattern is diagnosed by the
+// rule concept it breaks. (The compile-fail tests check the messages users see.)
+#include "../dsl/blocks.hpp"
+
+using namespace test_blocks;
+inline constexpr rwd::var<"y"> y;
+
+template <class... A>
+inline constexpr bool accepted = rwd::invertible_assignments<A...>;
+
+static_assert(!accepted<decltype(x = x + f(x))>);
+static_assert(!accepted<decltype(x = x + rwd::tanh(x))>);
+static_assert(!accepted<decltype(x = x * x)>);
+static_assert(!accepted<decltype(x = f(v)), decltype(v = v + f(x))>);
+static_assert(!accepted<decltype(x = 0_c * x + f(v)), decltype(v = v + f(x))>);
+static_assert(!accepted<decltype(x = x - x + f(v)), decltype(v = v + f(x))>);
+static_assert(!accepted<decltype(x = x + f(y))>);
+static_assert(!accepted<decltype(x = x + 0.5_c * v + g(v) - f(x)), decltype(v += x)>);
+static_assert(!accepted<decltype(v = v + f(x)), decltype(x = x * rwd::exp(x))>);
+static_assert(accepted<decltype(v = v + f(x)), decltype(x = x * rwd::exp(v))>);  // data-dependent, fine
+static_assert(!rwd::rhs_does_not_read_target<decltype(x = x + f(0.5_c * x))>);
+static_assert(!rwd::coefficient_nonzero<decltype(x = 2_c * (x - x) + v)>);
