@@ -1,0 +1,32 @@
+# CUDA is optional and detected; the presence of a GPU is a test-time question, never a
+# configure-time one. Architectures are explicit (90: H100/H200) plus PTX for newer chips;
+# never "native", which fails on machines without a GPU.
+set(REWIND_HAS_CUDA OFF)
+if(NOT REWIND_CUDA STREQUAL "OFF")
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(REWIND_HAS_CUDA ON)
+  elseif(REWIND_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "REWIND_CUDA=ON, but no working CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "rewind: CUDA ${REWIND_HAS_CUDA}")
+
+# C++20 for nvcc: CMake <= 3.25.1 does not know nvcc's C++20 flag, so it is passed by hand.
+function(rewind_cuda_cxx20 target)
+  if(CMAKE_VERSION VERSION_LESS 3.25.2)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+  else()
+    target_compile_features(${target} PRIVATE cuda_std_20)
+  endif()
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+endfunction()

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything, runs every test (GPU tests skip visibly without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/build.sh
+cd build
+ctest --output-on-failure -j "$(nproc)"
