@@ -57,6 +57,8 @@ struct learned_map : detail::map_tag {
   static constexpr std::size_t activation_count = (std::size_t{detail::is_activation<Layers>} + ... + 0);
   static constexpr bool slope_declared = !std::is_same_v<Slope, undeclared_slope>;
   using slope_type = Slope;
+  /// The layers, as objects: dense_layer<N> and elementwise<Fn>.
+  static constexpr auto layers() { return hana::make_tuple(Layers{}...); }
 
   /// f(e): a call of this map on an expression.
   template <expression A>

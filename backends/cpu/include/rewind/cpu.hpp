@@ -1,0 +1,5 @@
+// rewind: the CPU backend (Eigen). Includes the dsl.
+#pragma once
+
+#include "cpu/memory.hpp"
+#include "cpu/model.hpp"
