@@ -179,6 +179,14 @@ template <class T> inline constexpr bool is_call = false;
 template <class M, class A> inline constexpr bool is_call<call<M, A>> = true;
 template <class T> inline constexpr bool is_apply = false;
 template <class F, class A> inline constexpr bool is_apply<apply<F, A>> = true;
+template <class T> inline constexpr bool is_neg = false;
+template <class A> inline constexpr bool is_neg<neg<A>> = true;
+template <class T> inline constexpr bool is_add = false;
+template <class A, class B> inline constexpr bool is_add<add<A, B>> = true;
+template <class T> inline constexpr bool is_sub = false;
+template <class A, class B> inline constexpr bool is_sub<sub<A, B>> = true;
+template <class T> inline constexpr bool is_mul = false;
+template <class A, class B> inline constexpr bool is_mul<mul<A, B>> = true;
 }  // namespace detail
 
 template <class T>

@@ -50,14 +50,6 @@ constexpr auto combine(F1, F2, Combine c) {
     return affine_form<diagnosis::ok, decltype(c(typename F1::alpha{}, typename F2::alpha{})),
                        decltype(c(typename F1::g{}, typename F2::g{}))>{};
 }
-template <class T> inline constexpr bool is_neg = false;
-template <class A> inline constexpr bool is_neg<neg<A>> = true;
-template <class T> inline constexpr bool is_add = false;
-template <class A, class B> inline constexpr bool is_add<add<A, B>> = true;
-template <class T> inline constexpr bool is_sub = false;
-template <class A, class B> inline constexpr bool is_sub<sub<A, B>> = true;
-template <class T> inline constexpr bool is_mul = false;
-template <class A, class B> inline constexpr bool is_mul<mul<A, B>> = true;
 }  // namespace detail
 
 /// The affine decomposition of E in the state variable T: E == alpha*T + g, alpha and g not

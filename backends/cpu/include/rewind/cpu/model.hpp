@@ -122,7 +122,7 @@ class model {
   std::vector<std::vector<T>> rewind(const std::vector<std::vector<T>>& final_state) {
     states st(*this);
     for (std::size_t k = 0; k < ns; ++k) std::copy(final_state[k].begin(), final_state[k].end(), st.s[k].data());
-    for (std::size_t l = depth_; l-- > 0;) invert_layer(l, st);
+    for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, false);
     return st.copy_out();
   }
 
@@ -141,7 +141,7 @@ class model {
     if (m == mode::stored) {
       for (std::size_t l = depth_; l-- > 0;) backward_layer_stored(l, st, tape);
     } else {
-      for (std::size_t l = depth_; l-- > 0;) backward_layer_reversible(l, st);
+      for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, true);
     }
     input_grad_.assign(st.b[input_].data(), st.b[input_].data() + st.b[input_].size());
     return loss;
@@ -316,26 +316,29 @@ class model {
       compute_calls(l, uf);
       constexpr std::size_t t = Layout::template state_index<typename U::target>;
       T* target = st.s[t].data();
+      stored_update su;
       if (tape) {
-        stored_update su{buffer<T>(tracker_, n), {}};
+        su.old_target = buffer<T>(tracker_, n);
         std::copy_n(target, n, su.old_target.data());
-        for (auto& c : uf.calls) su.calls.push_back(std::move(c));
-        for (std::size_t i = 0; i < n; ++i) target[i] = evaluate<Layout, typename U::rhs, T>(uf.f, i);
+      }
+      for (std::size_t i = 0; i < n; ++i) target[i] = evaluate<Layout, typename U::rhs, T>(uf.f, i);
+      if (tape) {
+        for (auto& c : uf.calls) su.calls.push_back(std::move(c));  // buffers move, data stays
         tape->push_back(std::move(su));
-      } else {
-        for (std::size_t i = 0; i < n; ++i) target[i] = evaluate<Layout, typename U::rhs, T>(uf.f, i);
       }
     });
   }
 
-  // s <- (s - g) / alpha, per update from the last
-  void invert_layer(std::size_t l, states& st) {
+  /// Per update from the last: s <- (s - g) / alpha; then, when asked, the update's adjoint,
+  /// which reuses the maps' intermediates just recomputed for the inversion.
+  void rewind_layer(std::size_t l, states& st, bool with_adjoint) {
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
       update_frame<U> uf;
       bind(uf, st);
-      compute_calls(l, uf);
+      compute_calls(l, uf);  // g does not read the target: these are the forward's calls
       invert_update<U>(uf, st);
+      if (with_adjoint) apply_adjoint<U>(l, uf, st);
     });
   }
 
@@ -370,17 +373,6 @@ class model {
           for (std::size_t i = 0; i < n; ++i) bar[i] = evaluate<Layout, typename S::value, T>(uf.f, i);
         }
       }
-    });
-  }
-
-  void backward_layer_reversible(std::size_t l, states& st) {
-    hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
-      using U = decltype(u);
-      update_frame<U> uf;
-      bind(uf, st);
-      compute_calls(l, uf);  // g does not read the target: these are the forward's calls
-      invert_update<U>(uf, st);
-      apply_adjoint<U>(l, uf, st);  // the recomputed intermediates serve the adjoint too
     });
   }
 
