@@ -1,12 +1,5 @@
 // x = 0*x + f(v): alpha is the constant zero (rule 2).
-#include <rewind/rewind.hpp>
-
-using namespace rwd::literals;
-inline constexpr rwd::var<"x"> x;
-inline constexpr rwd::var<"v"> v;
-inline constexpr rwd::var<"w"> w;
-inline constexpr auto f = rwd::map<"f">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
-inline constexpr auto g = rwd::map<"g">(rwd::dense<8>, rwd::relu, rwd::dense_same);
+#include "prelude.hpp"
 
 #ifdef REWIND_SHOULD_FAIL
 inline constexpr auto b = rwd::block(x = 0_c * x + f(v), v = v + f(x));
