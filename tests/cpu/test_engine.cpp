@@ -18,6 +18,8 @@ inline constexpr auto g = rwd::map<"g">(rwd::dense<5>, rwd::sigmoid, rwd::dense_
 inline constexpr auto momentum = rwd::momentum(x, v, 0.9_c, f);
 inline constexpr auto leapfrog = rwd::leapfrog(x, v, 1_c, f);
 inline constexpr auto coupling = rwd::additive_coupling(x, v, f, g);
+inline constexpr auto twice = rwd::block(v = v + f(x) + 0.5_c * rwd::tanh(f(x)) * v, x = x + v);
+inline constexpr auto affine = rwd::block(x = x * rwd::exp(g(v)) + f(v), v = v + f(x));
 inline constexpr auto three = rwd::block(v = 0.5_c * v + f(x), w = w + g(v) * rwd::tanh(x), x = x + v - 0.25_c * w);
 
 template <class T>
@@ -127,6 +129,8 @@ TEST_CASE("cpu: gradients against central differences in float64, both modes") {
   check_gradient_fd(leapfrog, 3);
   check_gradient_fd(coupling, 3);
   check_gradient_fd(three, 3);
+  check_gradient_fd(twice, 3);
+  check_gradient_fd(affine, 3);
 }
 
 TEST_CASE("cpu: reversible equals stored in float32 inside the budget") {

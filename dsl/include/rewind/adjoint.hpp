@@ -97,6 +97,8 @@ template <class Update, class... Steps>
 struct update_adjoint {
   using update_type = Update;
   static constexpr auto steps() { return hana::make_tuple(Steps{}...); }
+  /// The map backward steps alone, in order (as hana types).
+  static constexpr auto map_steps();
 };
 
 namespace detail {
@@ -112,6 +114,19 @@ template <class V, class E> inline constexpr bool is_accumulate_step<accumulate_
 template <class T> inline constexpr bool is_map_step = false;
 template <class C, class E> inline constexpr bool is_map_step<map_backward_step<C, E>> = true;
 }  // namespace detail
+
+template <class Update, class... Steps>
+constexpr auto update_adjoint<Update, Steps...>::map_steps() {
+  return hana::transform(hana::filter(steps(), [](auto s) { return hana::bool_c<detail::is_map_step<decltype(s)>>; }),
+                         [](auto s) { return hana::type_c<decltype(s)>; });
+}
+
+/// Does expression E read the output of the map call C (through any node but a map_vjp)?
+template <class C, expression E>
+constexpr bool reads_call(E) {
+  if constexpr (std::is_same_v<E, C>) return true;
+  else return hana::unpack(E::children(), [](auto... c) { return (reads_call<C>(c) || ... || false); });
+}
 
 /// Reverse-mode differentiation of E with output cotangent Cot: the contributions to the
 /// cotangents of the state variables E reads, and the backward steps of the maps it calls.

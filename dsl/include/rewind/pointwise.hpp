@@ -18,21 +18,24 @@ namespace rwd {
 
 /// Where the operands of a pointwise expression live: the state, the cotangents, the outputs
 /// of the update's map calls, the input cotangents of those calls, and the runtime scalars.
-template <class T, std::size_t NState, std::size_t NCalls, std::size_t NParams>
+template <class T, std::size_t NState, std::size_t NCalls, std::size_t NParams, std::size_t NSteps>
 struct pointwise_frame {
   const T* state[NState > 0 ? NState : 1] = {};
   const T* bars[NState > 0 ? NState : 1] = {};
   const T* calls[NCalls > 0 ? NCalls : 1] = {};
-  const T* vjps[NCalls > 0 ? NCalls : 1] = {};
+  const T* vjps[NSteps > 0 ? NSteps : 1] = {};
   T params[NParams > 0 ? NParams : 1] = {};
 };
 
-/// The compile-time layout of a frame: which variable, call and scalar sits at which index.
-template <class State, class Calls, class Params>
+/// The compile-time layout of a frame: which variable, call, scalar and map input cotangent sits
+/// at which index. Map input cotangents are indexed by the map step that makes them (an update
+/// may call the same map twice on the same argument: two steps, one call).
+template <class State, class Calls, class Params, class MapSteps = hana::tuple<>>
 struct pointwise_layout {
   static constexpr std::size_t n_state = decltype(hana::length(State{}))::value;
   static constexpr std::size_t n_calls = decltype(hana::length(Calls{}))::value;
   static constexpr std::size_t n_params = decltype(hana::length(Params{}))::value;
+  static constexpr std::size_t n_steps = decltype(hana::length(MapSteps{}))::value;
   template <class X, class Tuple>
   static constexpr std::size_t index() {
     return std::remove_cvref_t<decltype(hana::index_if(Tuple{}, hana::equal.to(hana::type_c<X>)).value())>::value;
@@ -40,8 +43,10 @@ struct pointwise_layout {
   template <class V> static constexpr std::size_t state_index = index<V, State>();
   template <class C> static constexpr std::size_t call_index = index<C, Calls>();
   template <class P> static constexpr std::size_t param_index = index<P, Params>();
+  template <class V> static constexpr std::size_t vjp_index =
+      index<map_backward_step<typename V::call_type, typename V::cotangent>, MapSteps>();
   template <class T>
-  using frame = pointwise_frame<T, n_state, n_calls, n_params>;
+  using frame = pointwise_frame<T, n_state, n_calls, n_params, n_steps>;
 };
 
 namespace detail {
@@ -69,8 +74,7 @@ REWIND_HOST_DEVICE inline T evaluate(const Frame& f, std::size_t i) {
   else if constexpr (detail::is_bar<E>)
     return f.bars[Layout::template state_index<typename E::variable>][i];
   else if constexpr (detail::is_call<E>) return f.calls[Layout::template call_index<E>][i];
-  else if constexpr (detail::is_map_vjp<E>)
-    return f.vjps[Layout::template call_index<typename E::call_type>][i];
+  else if constexpr (detail::is_map_vjp<E>) return f.vjps[Layout::template vjp_index<E>][i];
   else if constexpr (detail::is_neg<E>) return -evaluate<Layout, typename E::negated, T>(f, i);
   else if constexpr (detail::is_apply<E>)
     return E::function::value(evaluate<Layout, typename E::argument_type, T>(f, i));

@@ -2,13 +2,17 @@
 // twin), the loss head (linear width -> classes, softmax cross-entropy), and the gradient in two
 // modes:
 //   stored      standard backprop: keeps, per layer and update, the target's old value and the
-//               map intermediates of the forward pass;
+//               map buffers of the forward pass (the tape);
 //   reversible  keeps only the endpoint: per layer from the top, per update in reverse, the
-//               update is inverted (recomputing its maps, whose intermediates then serve the
-//               adjoint too) and its derived adjoint is applied.
+//               update is inverted (recomputing its maps, whose buffers then serve the adjoint
+//               too) and its derived adjoint is applied.
 // Nothing here knows momentum, leapfrog or coupling: every block goes through the updates,
-// inverses and adjoints the dsl derives. Each update is one fused elementwise pass generated
-// from its expression type (rwd::evaluate), after its maps' GEMMs (Eigen).
+// inverses and adjoints the dsl derives. Per update: the maps' GEMMs (bias and activation fused
+// into their output), then one fused elementwise pass lowered from the update's expression type.
+//
+// Memory: every buffer of a step comes from the model's tracker. Each update takes one workspace
+// whose size is a closed form of the block's types, the width and the batch (memory_plan), so
+// the measured peak of a step and the plan agree exactly.
 #pragma once
 
 #include <Eigen/Core>
@@ -23,11 +27,15 @@
 #include <rewind/pointwise.hpp>
 #include <rewind/rewind.hpp>
 
+#include "lower.hpp"
+#include "maps.hpp"
 #include "memory.hpp"
 
 namespace rwd::cpu {
 
 enum class mode { stored, reversible };
+
+inline std::string_view to_string(mode m) { return m == mode::stored ? "stored" : "reversible"; }
 
 struct options {
   std::size_t width = 0, batch = 0, classes = 10;
@@ -40,25 +48,49 @@ struct options {
   double output_init_scale = 0.02;
 };
 
+/// Bytes of a training step's activations and workspaces, besides parameters, their gradients
+/// and the input batch: measured (tracked peak) or planned (closed form).
+struct memory_plan {
+  std::size_t state_bytes = 0;      // state and cotangents: 2 * (state variables) * width * batch
+  std::size_t tape_bytes = 0;       // stored mode: depth * per-layer tape
+  std::size_t workspace_bytes = 0;  // the largest of the head and any update's workspace
+  std::size_t total() const { return state_bytes + tape_bytes + workspace_bytes; }
+};
+
+/// What the audit reports: how well the rewind reconstructs and how close the two gradients are.
+struct audit_report {
+  std::vector<double> layer_error;  // relative error of the reconstructed input of each layer
+  double cosine = 0;                // between the reversible and the stored gradient
+  double max_rel_error = 0;         // max |rev - stored| / max |stored|
+  double loss = 0;
+};
+
 template <class T, class Block>
 class model {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
+  static_assert(invertible<Block>, "rewind: cpu::model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
   using Params = std::remove_const_t<decltype(Block::params())>;
   using Maps = std::remove_const_t<decltype(Block::maps())>;
   static constexpr std::size_t ns = Block::state_size;
   static constexpr std::size_t n_maps = decltype(hana::length(Maps{}))::value;
+  static constexpr std::size_t n_params = decltype(hana::length(Params{}))::value;
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-  using mmap = Eigen::Map<matrix, Eigen::Aligned64>;
+  using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  using array = Eigen::Array<T, Eigen::Dynamic, 1>;
   using cmap = Eigen::Map<const matrix>;
 
  public:
+  using scalar = T;
+  using block_type = Block;
+
   model(Block, std::size_t depth, const options& o, const env& bindings = {})
       : depth_(depth), o_(o), bindings_(bindings) {
     if (o.width == 0 || o.batch == 0 || o.classes == 0 || depth == 0)
       throw error("rewind: a model needs width, batch, classes and depth of at least 1");
     input_ = state_index(o.input);
     output_ = state_index(o.output);
-    detail::check_runtime_coefficients<Block>(bindings);
+    rwd::detail::check_runtime_coefficients<Block>(bindings);
     std::size_t p = 0;
     hana::for_each(Maps{}, [&](auto t) {
       using M = typename decltype(t)::type;
@@ -77,14 +109,19 @@ class model {
   std::span<T> parameters() { return params_; }
   std::span<const T> parameters() const { return params_; }
   std::span<T> gradients() { return grads_; }
-  std::span<const T> input_gradient() const { return {input_grad_.data(), input_grad_.size()}; }
+  std::span<const T> gradients() const { return grads_; }
+  /// dloss/dinput of the last loss_and_gradient (width x batch).
+  std::span<const T> input_gradient() const { return input_grad_; }
   std::size_t depth() const { return depth_; }
+  const options& config() const { return o_; }
+  const env& bindings() const { return bindings_; }
+  memory_tracker& memory() { return tracker_; }
   /// Position of the input variable in the block's state (the order of forward()'s result).
   std::size_t input_index() const { return input_; }
-  const options& config() const { return o_; }
-  memory_tracker& memory() { return tracker_; }
+  std::size_t parameters_per_layer() const { return per_layer_; }
 
-  /// Glorot-uniform weights (the maps' last dense layer scaled by output_init_scale) and zero biases from a seeded mt19937_64: the same on every machine.
+  /// Glorot-uniform weights (each map's last dense layer scaled by output_init_scale) and zero
+  /// biases, from std::mt19937_64(seed) in arena order: the same on every machine.
   void initialise(std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     auto fill = [&](T* w, std::size_t rows, std::size_t cols, double scale) {
@@ -118,33 +155,100 @@ class model {
     return st.copy_out();
   }
 
-  /// Runs the stack backward from a final state (width x batch per variable): the rewind alone.
+  /// Runs the stack backward from a final state (one width x batch vector per state variable).
   std::vector<std::vector<T>> rewind(const std::vector<std::vector<T>>& final_state) {
+    if (final_state.size() != ns) throw error("rewind: rewind() takes one vector per state variable");
     states st(*this);
-    for (std::size_t k = 0; k < ns; ++k) std::copy(final_state[k].begin(), final_state[k].end(), st.s[k].data());
+    for (std::size_t k = 0; k < ns; ++k) {
+      if (final_state[k].size() != st.s[k].size()) throw error("rewind: a state vector has the wrong size");
+      std::copy(final_state[k].begin(), final_state[k].end(), st.s[k].data());
+    }
     for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, false);
     return st.copy_out();
   }
 
-  /// Mean softmax cross-entropy of the batch; fills gradients() (parameters) and input_gradient().
+  /// Mean softmax cross-entropy of the batch; fills gradients() and input_gradient().
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m) {
     check_batch(batch);
-    if (labels.size() != o_.batch) throw error("rewind: " + std::to_string(labels.size()) + " labels for a batch of " + std::to_string(o_.batch));
-    for (int y : labels)
-      if (y < 0 || static_cast<std::size_t>(y) >= o_.classes) throw error("rewind: label " + std::to_string(y) + " outside [0, classes)");
+    check_labels(labels);
+    check_parameters();
     std::fill(grads_.begin(), grads_.end(), T(0));
     states st(*this);
     st.load(batch, input_);
-    std::vector<stored_update> tape;
+    std::vector<buffer<T>> tape;
+    if (m == mode::stored) tape.reserve(depth_ * Block::size);
     for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, m == mode::stored ? &tape : nullptr);
     const T loss = head(st, labels);
-    if (m == mode::stored) {
-      for (std::size_t l = depth_; l-- > 0;) backward_layer_stored(l, st, tape);
-    } else {
-      for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, true);
+    for (std::size_t l = depth_; l-- > 0;) {
+      if (m == mode::stored) backward_layer_stored(l, st, tape);
+      else rewind_layer(l, st, true);
     }
     input_grad_.assign(st.b[input_].data(), st.b[input_].data() + st.b[input_].size());
     return loss;
+  }
+
+  /// The closed-form memory of one loss_and_gradient in mode m (see the top of this file).
+  /// Reversible: the state and cotangents, plus the largest of the head's logits and any update's
+  /// workspace (its maps' buffers and its map steps' buffers). Stored: the state and cotangents,
+  /// the whole tape, plus the largest of the logits and, for each update of the top layer, its
+  /// map steps' buffers less the tape of the updates after it (freed by then).
+  memory_plan plan(mode m) const {
+    const std::size_t wb = o_.width * o_.batch, bytes = sizeof(T);
+    memory_plan p;
+    p.state_bytes = 2 * ns * wb * bytes;
+    std::size_t tape = 0;
+    long long widest = static_cast<long long>(o_.classes * o_.batch), freed = 0;
+    hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
+      using P = update_plan<decltype(u)>;
+      const std::size_t entry = (o_.width + P::calls_size(o_.width)) * o_.batch;
+      tape += entry;
+      const long long ws = m == mode::stored
+                               ? static_cast<long long>(P::steps_size(o_.width) * o_.batch) - freed
+                               : static_cast<long long>((P::calls_size(o_.width) + P::steps_size(o_.width)) * o_.batch);
+      widest = std::max(widest, ws);
+      freed += static_cast<long long>(entry);
+    });
+    p.tape_bytes = m == mode::stored ? depth_ * tape * bytes : 0;
+    p.workspace_bytes = static_cast<std::size_t>(widest) * bytes;
+    return p;
+  }
+
+  /// Runs both modes on the same weights and batch and measures the rewind's reconstruction
+  /// error per layer: the audit that shows the budget's cliff instead of hiding it.
+  audit_report audit(std::span<const T> batch, std::span<const int> labels) {
+    audit_report r;
+    r.loss = loss_and_gradient(batch, labels, mode::stored);
+    const std::vector<T> stored(grads_.begin(), grads_.end());
+    loss_and_gradient(batch, labels, mode::reversible);
+    double dot = 0, ns2 = 0, nr2 = 0, scale = 0, worst = 0;
+    for (std::size_t i = 0; i < stored.size(); ++i) {
+      const double s = stored[i], v = grads_[i];
+      dot += s * v, ns2 += s * s, nr2 += v * v;
+      scale = std::max(scale, std::abs(s));
+    }
+    for (std::size_t i = 0; i < stored.size(); ++i) worst = std::max(worst, std::abs(double(stored[i]) - grads_[i]));
+    r.cosine = ns2 > 0 && nr2 > 0 ? dot / std::sqrt(ns2 * nr2) : 0;
+    r.max_rel_error = scale > 0 ? worst / scale : 0;
+    // reconstruction: keep every layer's input on the way up, compare on the way down
+    states st(*this);
+    st.load(batch, input_);
+    std::vector<std::vector<T>> inputs;
+    for (std::size_t l = 0; l < depth_; ++l) {
+      inputs.push_back(st.flat());
+      forward_layer(l, st, nullptr);
+    }
+    r.layer_error.assign(depth_, 0);
+    for (std::size_t l = depth_; l-- > 0;) {
+      rewind_layer(l, st, false);
+      const auto now = st.flat();
+      double num = 0, den = 0;
+      for (std::size_t i = 0; i < now.size(); ++i) {
+        num += std::pow(double(now[i]) - double(inputs[l][i]), 2);
+        den += std::pow(double(inputs[l][i]), 2);
+      }
+      r.layer_error[l] = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    }
+    return r;
   }
 
  private:
@@ -159,36 +263,78 @@ class model {
         std::fill_n(b[k].data(), b[k].size(), T(0));
       }
     }
-    void load(std::span<const T> batch, std::size_t input) {
-      std::copy(batch.begin(), batch.end(), s[input].data());
-    }
+    void load(std::span<const T> batch, std::size_t input) { std::copy(batch.begin(), batch.end(), s[input].data()); }
     std::vector<std::vector<T>> copy_out() const {
       std::vector<std::vector<T>> out(ns);
       for (std::size_t k = 0; k < ns; ++k) out[k].assign(s[k].data(), s[k].data() + s[k].size());
       return out;
     }
+    std::vector<T> flat() const {
+      std::vector<T> out;
+      for (std::size_t k = 0; k < ns; ++k) out.insert(out.end(), s[k].data(), s[k].data() + s[k].size());
+      return out;
+    }
   };
 
-  // --- one map call: its input, every layer's output ---------------------------------------------
-  struct call_workspace {
-    buffer<T> input;                 // only when the argument is not a plain state variable
-    const T* in = nullptr;
-    std::vector<buffer<T>> outs;     // one per layer; the last is the call's output
+  // --- the plan of one update ----------------------------------------------------------------------
+  template <class U>
+  struct update_plan {
+    using Calls = std::remove_const_t<decltype(calls_of(typename U::rhs{}))>;
+    using Adjoint = decltype(adjoint(U{}));
+    using Steps = std::remove_const_t<decltype(Adjoint::map_steps())>;
+    using Layout = pointwise_layout<State, Calls, Params, Steps>;
+    static constexpr std::size_t n_calls = Layout::n_calls, n_steps = Layout::n_steps;
+
+    /// May the cotangent of this step overwrite the call's output? Only when the output is a
+    /// buffer of its own and no expression of the adjoint reads it.
+    template <class Step>
+    static constexpr bool cotangent_in_output() {
+      using C = typename Step::call_type;
+      if constexpr (!map_layout<typename C::map_type>::output_is_dense()) return false;
+      else
+        return !hana::unpack(Adjoint::steps(), [](auto... s) {
+          return (step_reads_call<C>(s) || ... || false);
+        });
+    }
+    template <class C, class S>
+    static constexpr bool step_reads_call(S) {
+      if constexpr (rwd::detail::is_map_step<S>) return reads_call<C>(typename S::cotangent{});
+      else return reads_call<C>(typename S::value{});
+    }
+    /// Per sample: each call's input (when its argument is an expression) and stage buffers.
+    static constexpr std::size_t calls_size(std::size_t width) {
+      std::size_t n = 0;
+      hana::for_each(Calls{}, [&](auto t) {
+        using C = typename decltype(t)::type;
+        n += (state_variable<typename C::argument> ? 0 : width) + map_layout<typename C::map_type>::stage_size(width);
+      });
+      return n;
+    }
+    /// Per sample: each map step's cotangent (unless it reuses the output), scratch and result.
+    static constexpr std::size_t steps_size(std::size_t width) {
+      std::size_t n = 0;
+      hana::for_each(Steps{}, [&](auto s) {
+        using S = typename decltype(s)::type;
+        n += (cotangent_in_output<S>() ? 0 : width) + map_layout<typename S::call_type::map_type>::scratch_size(width) + width;
+      });
+      return n;
+    }
   };
 
+  /// Where one update's call and step buffers sit, and its frame.
   template <class U>
   struct update_frame {
-    using Calls = std::remove_const_t<decltype(calls_of(typename U::rhs{}))>;
-    using Layout = pointwise_layout<State, Calls, Params>;
-    static constexpr std::size_t nc = Layout::n_calls;
+    using P = update_plan<U>;
+    using Layout = typename P::Layout;
     typename Layout::template frame<T> f{};
-    std::array<call_workspace, nc> calls;
-    std::array<buffer<T>, nc> vjps;
+    std::array<const T*, P::n_calls == 0 ? 1 : P::n_calls> call_in{};
+    std::array<T*, P::n_calls == 0 ? 1 : P::n_calls> call_input{}, call_stages{}, call_out{};
+    std::array<T*, P::n_steps == 0 ? 1 : P::n_steps> cot{}, scratch{}, vjp{};
   };
 
   template <class M>
   static constexpr std::size_t index_of_map() {
-    return detail::index_in<M>(Maps{});
+    return rwd::detail::index_in<M>(Maps{});
   }
   std::size_t state_index(std::string_view name) const {
     std::optional<std::size_t> found;
@@ -207,189 +353,198 @@ class model {
     for (T v : batch)
       if (!std::isfinite(v)) throw error("rewind: the batch holds a non-finite value");
   }
-
-  template <class U>
-  void bind(update_frame<U>& uf, states& st) {
-    for (std::size_t k = 0; k < ns; ++k) uf.f.state[k] = st.s[k].data(), uf.f.bars[k] = st.b[k].data();
-    for (std::size_t p = 0; p < decltype(hana::length(Params{}))::value; ++p) uf.f.params[p] = scalars_[p];
+  void check_labels(std::span<const int> labels) const {
+    if (labels.size() != o_.batch)
+      throw error("rewind: " + std::to_string(labels.size()) + " labels for a batch of " + std::to_string(o_.batch));
+    for (int y : labels)
+      if (y < 0 || static_cast<std::size_t>(y) >= o_.classes)
+        throw error("rewind: label " + std::to_string(y) + " outside [0, " + std::to_string(o_.classes) + ")");
+  }
+  void check_parameters() const {
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
   }
 
-  /// Evaluates the update's map calls (innermost first) from the current state.
   template <class U>
-  void compute_calls(std::size_t layer, update_frame<U>& uf) {
-    using Layout = typename update_frame<U>::Layout;
-    const std::size_t n = o_.width * o_.batch;
+  void bind(update_frame<U>& uf, states& st) const {
+    for (std::size_t k = 0; k < ns; ++k) uf.f.state[k] = st.s[k].data(), uf.f.bars[k] = st.b[k].data();
+    for (std::size_t p = 0; p < n_params; ++p) uf.f.params[p] = scalars_[p];
+  }
+
+  /// Places the call buffers from `base`; returns the end.
+  template <class U>
+  T* place_calls(update_frame<U>& uf, T* base) const {
     std::size_t c = 0;
-    hana::for_each(typename update_frame<U>::Calls{}, [&](auto t) {
+    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
       using C = typename decltype(t)::type;
-      using M = typename C::map_type;
-      auto& w = uf.calls[c];
-      if constexpr (state_variable<typename C::argument>) {
-        w.in = uf.f.state[Layout::template state_index<typename C::argument>];
-      } else {
-        w.input = buffer<T>(tracker_, n);
-        for (std::size_t i = 0; i < n; ++i) w.input[i] = evaluate<Layout, typename C::argument, T>(uf.f, i);
-        w.in = w.input.data();
+      if constexpr (!state_variable<typename C::argument>) {
+        uf.call_input[c] = base;
+        base += o_.width * o_.batch;
       }
-      const auto shape = M::shape(o_.width);
-      w.outs.clear();
-      const T* in = w.in;
-      std::size_t off = layer * per_layer_ + map_offset_[index_of_map<M>()];
-      std::size_t k = 0;
-      hana::for_each(layer_types<M>(), [&](auto lt) {
-        using L = typename decltype(lt)::type;
-        const auto& s = shape[k++];
-        buffer<T> out(tracker_, s.out * o_.batch);
-        if constexpr (detail::is_dense<L>) {
-          cmap W(&params_[off], s.out, s.in), x(in, s.in, o_.batch);
-          Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>> bias(&params_[off + s.out * s.in], s.out);
-          Eigen::Map<matrix> y(out.data(), s.out, o_.batch);
-          y.noalias() = W * x;
-          y.colwise() += bias;
-          off += s.out * s.in + s.out;
-        } else {
-          for (std::size_t i = 0; i < out.size(); ++i) out[i] = L::function::value(in[i]);
-        }
-        in = out.data();
-        w.outs.push_back(std::move(out));
-      });
-      uf.f.calls[c] = w.outs.back().data();
+      uf.call_stages[c] = base;
+      base += map_layout<typename C::map_type>::stage_size(o_.width) * o_.batch;
       ++c;
+    });
+    return base;
+  }
+  template <class U>
+  void place_steps(update_frame<U>& uf, T* base) const {
+    using P = update_plan<U>;
+    std::size_t j = 0;
+    hana::for_each(typename P::Steps{}, [&](auto s) {
+      using S = typename decltype(s)::type;
+      using C = typename S::call_type;
+      if constexpr (P::template cotangent_in_output<S>()) {
+        uf.cot[j] = uf.call_out[P::Layout::template call_index<C>];
+      } else {
+        uf.cot[j] = base;
+        base += o_.width * o_.batch;
+      }
+      uf.scratch[j] = base;
+      base += map_layout<typename C::map_type>::scratch_size(o_.width) * o_.batch;
+      uf.vjp[j] = base;
+      base += o_.width * o_.batch;
+      ++j;
     });
   }
 
   template <class M>
-  static constexpr auto layer_types() {
-    return hana::unpack(M::layers(), [](auto... l) { return hana::make_tuple(hana::type_c<decltype(l)>...); });
+  const T* map_params(std::size_t layer) const {
+    return params_.data() + layer * per_layer_ + map_offset_[index_of_map<M>()];
   }
 
-  /// Backward through one map call with output cotangent `cot`: parameter gradients accumulate,
-  /// the input cotangent lands in `vjp`.
-  template <class C>
-  void map_backward(std::size_t layer, const call_workspace& w, buffer<T>& cot, buffer<T>& vjp) {
-    using M = typename C::map_type;
-    const auto shape = M::shape(o_.width);
-    std::array<std::size_t, M::depth> offsets{};
-    std::size_t off = layer * per_layer_ + map_offset_[index_of_map<M>()];
-    for (std::size_t k = 0; k < M::depth; ++k) {
-      offsets[k] = off;
-      if (shape[k].dense) off += shape[k].out * shape[k].in + shape[k].out;
-    }
-    buffer<T> g = std::move(cot);
-    std::size_t k = M::depth;
-    hana::for_each(hana::reverse(layer_types<M>()), [&](auto lt) {
-      using L = typename decltype(lt)::type;
-      --k;
-      const auto& s = shape[k];
-      const T* in = k == 0 ? w.in : w.outs[k - 1].data();
-      if constexpr (detail::is_dense<L>) {
-        cmap x(in, s.in, o_.batch), W(&params_[offsets[k]], s.out, s.in);
-        Eigen::Map<matrix> gW(&grads_[offsets[k]], s.out, s.in);
-        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> gb(&grads_[offsets[k] + s.out * s.in], s.out);
-        Eigen::Map<const matrix> G(g.data(), s.out, o_.batch);
-        gW.noalias() += G * x.transpose();  // dW += g u^T
-        gb += G.rowwise().sum();             // db += sum over the batch of g
-        buffer<T> next(tracker_, s.in * o_.batch);
-        Eigen::Map<matrix>(next.data(), s.in, o_.batch).noalias() = W.transpose() * G;  // du = W^T g
-        g = std::move(next);
+  /// Evaluates the update's map calls (innermost first) from the current state.
+  template <class U>
+  void compute_calls(std::size_t layer, update_frame<U>& uf) const {
+    using Layout = typename update_frame<U>::Layout;
+    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
+    std::size_t c = 0;
+    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
+      using C = typename decltype(t)::type;
+      using M = typename C::map_type;
+      if constexpr (state_variable<typename C::argument>) {
+        uf.call_in[c] = uf.f.state[Layout::template state_index<typename C::argument>];
       } else {
-        const T* y = w.outs[k].data();
-        for (std::size_t i = 0; i < g.size(); ++i) g[i] *= L::function::derivative_from_output(y[i]);
+        Eigen::Map<array>(uf.call_input[c], n) = lower<Layout, typename C::argument, T>(uf.f, n);
+        uf.call_in[c] = uf.call_input[c];
       }
+      const map_runner<M, T> run{o_.width, o_.batch};
+      uf.f.calls[c] = run.forward(map_params<M>(layer), uf.call_in[c], uf.call_stages[c]);
+      uf.call_out[c] = const_cast<T*>(uf.f.calls[c]);  // inside call_stages, which we own
+      ++c;
     });
-    vjp = std::move(g);
   }
 
-  // --- the stored tape ------------------------------------------------------------------------------
-  struct stored_update {
-    buffer<T> old_target;
-    std::vector<call_workspace> calls;
-  };
+  /// Links the call outputs of an update whose stage buffers are already filled (stored tape).
+  template <class U>
+  void relink_calls(update_frame<U>& uf) const {
+    using Layout = typename update_frame<U>::Layout;
+    std::size_t c = 0;
+    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
+      using C = typename decltype(t)::type;
+      using M = typename C::map_type;
+      if constexpr (state_variable<typename C::argument>)
+        uf.call_in[c] = uf.f.state[Layout::template state_index<typename C::argument>];
+      else uf.call_in[c] = uf.call_input[c];
+      const auto out = map_runner<M, T>{o_.width, o_.batch}.outputs(uf.call_stages[c]);
+      uf.call_out[c] = out[M::depth - 1];
+      uf.f.calls[c] = uf.call_out[c];
+      ++c;
+    });
+  }
 
-  void forward_layer(std::size_t l, states& st, std::vector<stored_update>* tape) {
-    const std::size_t n = o_.width * o_.batch;
+  void forward_layer(std::size_t l, states& st, std::vector<buffer<T>>* tape) {
+    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
     hana::for_each(Block::updates(), [&](auto u) {
       using U = decltype(u);
-      using Layout = typename update_frame<U>::Layout;
+      using P = update_plan<U>;
+      using Layout = typename P::Layout;
       update_frame<U> uf;
       bind(uf, st);
+      T* target = st.s[Layout::template state_index<typename U::target>].data();
+      buffer<T> ws(tracker_, ((tape ? o_.width : 0) + P::calls_size(o_.width)) * o_.batch);
+      T* base = ws.data();
+      if (tape) {  // the tape: the target's old value, then the call buffers
+        std::copy_n(target, n, base);
+        base += n;
+      }
+      place_calls(uf, base);
       compute_calls(l, uf);
-      constexpr std::size_t t = Layout::template state_index<typename U::target>;
-      T* target = st.s[t].data();
-      stored_update su;
-      if (tape) {
-        su.old_target = buffer<T>(tracker_, n);
-        std::copy_n(target, n, su.old_target.data());
-      }
-      for (std::size_t i = 0; i < n; ++i) target[i] = evaluate<Layout, typename U::rhs, T>(uf.f, i);
-      if (tape) {
-        for (auto& c : uf.calls) su.calls.push_back(std::move(c));  // buffers move, data stays
-        tape->push_back(std::move(su));
-      }
+      Eigen::Map<array>(target, n) = lower<Layout, typename U::rhs, T>(uf.f, n);  // s <- alpha*s + g
+      if (tape) tape->push_back(std::move(ws));
     });
   }
 
   /// Per update from the last: s <- (s - g) / alpha; then, when asked, the update's adjoint,
-  /// which reuses the maps' intermediates just recomputed for the inversion.
+  /// which reuses the map buffers just recomputed for the inversion.
   void rewind_layer(std::size_t l, states& st, bool with_adjoint) {
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
+      using P = update_plan<U>;
       update_frame<U> uf;
       bind(uf, st);
+      buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0)) * o_.batch);
+      T* steps = place_calls(uf, ws.data());
       compute_calls(l, uf);  // g does not read the target: these are the forward's calls
       invert_update<U>(uf, st);
-      if (with_adjoint) apply_adjoint<U>(l, uf, st);
+      if (with_adjoint) {
+        place_steps(uf, steps);
+        apply_adjoint<U>(l, uf, st);
+      }
     });
   }
 
   template <class U>
-  void invert_update(update_frame<U>& uf, states& st) {
+  void invert_update(update_frame<U>& uf, states& st) const {
     using Layout = typename update_frame<U>::Layout;
-    const std::size_t n = o_.width * o_.batch;
+    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
     T* target = st.s[Layout::template state_index<typename U::target>].data();
-    for (std::size_t i = 0; i < n; ++i)
-      target[i] = (target[i] - evaluate<Layout, typename U::g, T>(uf.f, i)) /
-                  evaluate<Layout, typename U::alpha, T>(uf.f, i);
+    Eigen::Map<array>(target, n) =  // s <- (s - g) / alpha
+        (lower<Layout, typename U::target, T>(uf.f, n) - lower<Layout, typename U::g, T>(uf.f, n)) /
+        lower<Layout, typename U::alpha, T>(uf.f, n);
   }
 
   template <class U>
   void apply_adjoint(std::size_t l, update_frame<U>& uf, states& st) {
     using Layout = typename update_frame<U>::Layout;
-    const std::size_t n = o_.width * o_.batch;
+    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
     hana::for_each(adjoint(U{}).steps(), [&](auto step) {
       using S = decltype(step);
-      if constexpr (detail::is_map_step<S>) {
+      if constexpr (rwd::detail::is_map_step<S>) {
         using C = typename S::call_type;
+        using M = typename C::map_type;
         constexpr std::size_t c = Layout::template call_index<C>;
-        buffer<T> cot(tracker_, n);
-        for (std::size_t i = 0; i < n; ++i) cot[i] = evaluate<Layout, typename S::cotangent, T>(uf.f, i);
-        map_backward<C>(l, uf.calls[c], cot, uf.vjps[c]);
-        uf.f.vjps[c] = uf.vjps[c].data();
+        constexpr std::size_t j = Layout::template vjp_index<map_vjp<C, typename S::cotangent>>;
+        Eigen::Map<array>(uf.cot[j], n) = lower<Layout, typename S::cotangent, T>(uf.f, n);
+        const std::size_t off = l * per_layer_ + map_offset_[index_of_map<M>()];
+        map_runner<M, T>{o_.width, o_.batch}.backward(params_.data() + off, grads_.data() + off, uf.call_in[c],
+                                                       uf.call_stages[c], uf.cot[j], uf.scratch[j], uf.vjp[j]);
+        uf.f.vjps[j] = uf.vjp[j];
       } else {
         T* bar = st.b[Layout::template state_index<typename S::variable>].data();
-        if constexpr (detail::is_accumulate_step<S>) {
-          for (std::size_t i = 0; i < n; ++i) bar[i] += evaluate<Layout, typename S::value, T>(uf.f, i);
-        } else {  // reads only its own element of the old cotangent: safe in place
-          for (std::size_t i = 0; i < n; ++i) bar[i] = evaluate<Layout, typename S::value, T>(uf.f, i);
-        }
+        if constexpr (rwd::detail::is_accumulate_step<S>)
+          Eigen::Map<array>(bar, n) += lower<Layout, typename S::value, T>(uf.f, n);
+        else  // reads only its own element of the old cotangent: safe in place
+          Eigen::Map<array>(bar, n) = lower<Layout, typename S::value, T>(uf.f, n);
       }
     });
   }
 
-  void backward_layer_stored(std::size_t l, states& st, std::vector<stored_update>& tape) {
+  void backward_layer_stored(std::size_t l, states& st, std::vector<buffer<T>>& tape) {
+    const auto n = o_.width * o_.batch;
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
-      using Layout = typename update_frame<U>::Layout;
-      stored_update su = std::move(tape.back());
+      using P = update_plan<U>;
+      using Layout = typename P::Layout;
+      buffer<T> entry = std::move(tape.back());
       tape.pop_back();
       update_frame<U> uf;
       bind(uf, st);
-      std::copy_n(su.old_target.data(), su.old_target.size(), st.s[Layout::template state_index<typename U::target>].data());
-      for (std::size_t c = 0; c < update_frame<U>::nc; ++c) {
-        uf.calls[c] = std::move(su.calls[c]);
-        uf.f.calls[c] = uf.calls[c].outs.back().data();
-        if (uf.calls[c].input.data()) uf.calls[c].in = uf.calls[c].input.data();
-      }
+      std::copy_n(entry.data(), n, st.s[Layout::template state_index<typename U::target>].data());  // restore
+      place_calls(uf, entry.data() + n);
+      relink_calls(uf);
+      buffer<T> ws(tracker_, P::steps_size(o_.width) * o_.batch);
+      place_steps(uf, ws.data());
       apply_adjoint<U>(l, uf, st);
     });
   }
@@ -398,9 +553,9 @@ class model {
   T head(states& st, std::span<const int> labels) {
     const std::size_t C = o_.classes, B = o_.batch, W = o_.width;
     cmap Wh(&params_[head_offset_], C, W), out(st.s[output_].data(), W, B);
-    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>> bh(&params_[head_offset_ + C * W], C);
-    buffer<T> logits_buf(tracker_, C * B);
-    Eigen::Map<matrix> Z(logits_buf.data(), C, B);
+    Eigen::Map<const vector> bh(&params_[head_offset_ + C * W], C);
+    buffer<T> logits(tracker_, C * B);
+    Eigen::Map<matrix> Z(logits.data(), C, B);
     Z.noalias() = Wh * out;
     Z.colwise() += bh;
     double loss = 0;
@@ -408,14 +563,13 @@ class model {
       auto z = Z.col(j);
       const T top = z.maxCoeff();
       z = (z.array() - top).exp();
-      const T sum = z.sum();
-      z /= sum;
+      z /= z.sum();
       loss -= std::log(std::max(static_cast<double>(z(labels[j])), 1e-300));
       z(labels[j]) -= T(1);
       z /= static_cast<T>(B);
     }
     Eigen::Map<matrix> gW(&grads_[head_offset_], C, W);
-    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> gb(&grads_[head_offset_ + C * W], C);
+    Eigen::Map<vector> gb(&grads_[head_offset_ + C * W], C);
     gW.noalias() += Z * out.transpose();
     gb += Z.rowwise().sum();
     Eigen::Map<matrix>(st.b[output_].data(), W, B).noalias() = Wh.transpose() * Z;
@@ -430,7 +584,7 @@ class model {
   std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset_{};
   std::size_t per_layer_ = 0, head_offset_ = 0;
   std::vector<T> params_, grads_, input_grad_;
-  std::array<T, 8> scalars_{};
+  std::array<T, n_params == 0 ? 1 : n_params> scalars_{};
   memory_tracker tracker_;
 };
 

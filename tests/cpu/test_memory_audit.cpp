@@ -1,0 +1,82 @@
+// Memory measured by the tracking allocator against the closed-form plan, and the audit.
+#include <doctest/doctest.h>
+
+#include <rewind/cpu.hpp>
+#include <vector>
+
+using namespace rwd::literals;
+
+namespace {
+inline constexpr rwd::var<"x"> x;
+inline constexpr rwd::var<"v"> v;
+inline constexpr auto f = rwd::map<"f">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
+using momentum_t = std::remove_cv_t<decltype(rwd::momentum(x, v, 0.9_c, f))>;
+
+template <class T, class Block>
+std::size_t measured_peak(Block b, std::size_t depth, rwd::cpu::mode m, std::size_t width = 48, std::size_t batch = 8) {
+  rwd::cpu::model<T, Block> model(b, depth, {.width = width, .batch = batch, .classes = 10});
+  std::vector<T> batch_data(width * batch, T(0.25));
+  std::vector<int> labels(batch, 1);
+  model.memory().reset_peak();
+  model.loss_and_gradient(batch_data, labels, m);
+  CHECK(model.memory().live() == 0);  // every buffer of the step is released
+  const std::size_t peak = model.memory().peak();
+  CHECK(peak == model.plan(m).total());  // exact, so also within the 1% of the issue
+  return peak;
+}
+}  // namespace
+
+TEST_CASE("memory: the reversible peak does not depend on depth and equals the plan") {
+  const auto b = rwd::momentum(x, v, 0.9_c, f);
+  const std::size_t p8 = measured_peak<float>(b, 8, rwd::cpu::mode::reversible);
+  const std::size_t p512 = measured_peak<float>(b, 512, rwd::cpu::mode::reversible);
+  CHECK(p8 == p512);
+}
+
+TEST_CASE("memory: the stored peak grows linearly with depth and equals the plan") {
+  const auto b = rwd::momentum(x, v, 0.9_c, f);
+  const std::size_t p8 = measured_peak<float>(b, 8, rwd::cpu::mode::stored);
+  const std::size_t p64 = measured_peak<float>(b, 64, rwd::cpu::mode::stored);
+  const std::size_t p512 = measured_peak<float>(b, 512, rwd::cpu::mode::stored);
+  CHECK((p512 - p64) * (64 - 8) == (p64 - p8) * (512 - 64));
+  CHECK(p512 > 50 * measured_peak<float>(b, 512, rwd::cpu::mode::reversible));
+}
+
+TEST_CASE("memory: plans of other blocks hold too (expression arguments, two calls, coupling)") {
+  constexpr auto g = rwd::map<"g">(rwd::dense<4>, rwd::relu, rwd::dense<6>, rwd::sigmoid, rwd::dense_same);
+  constexpr auto block = rwd::block(v = 0.5_c * v + f(0.5_c * x + rwd::tanh(x)) - g(x), x = x + v * rwd::tanh(v));
+  for (auto m : {rwd::cpu::mode::stored, rwd::cpu::mode::reversible}) {
+    measured_peak<double>(block, 5, m, 12, 3);
+    measured_peak<double>(rwd::additive_coupling(x, v, f, g), 5, m, 12, 3);
+  }
+}
+
+TEST_CASE("memory: the reference configuration's reversible plan is under 2.5 MB") {
+  rwd::cpu::model<float, momentum_t> model(rwd::momentum(x, v, 0.9_c, f), 512, {.width = 784, .batch = 128, .classes = 10});
+  const auto rev = model.plan(rwd::cpu::mode::reversible), stored = model.plan(rwd::cpu::mode::stored);
+  CHECK(rev.total() <= 2'500'000);
+  CHECK(stored.total() >= 80 * rev.total());
+}
+
+TEST_CASE("audit: inside the budget the rewind is exact to float precision") {
+  rwd::cpu::model<float, momentum_t> model(rwd::momentum(x, v, 0.9_c, f), 16, {.width = 24, .batch = 6, .classes = 4});
+  std::vector<float> batch(24 * 6);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37 % 101) / 101.0);
+  const auto r = model.audit(batch, std::vector<int>{0, 1, 2, 3, 0, 1});
+  CHECK(r.cosine >= 0.9999995);
+  CHECK(r.max_rel_error < 1e-4);
+  for (double e : r.layer_error) CHECK(e < 1e-5);
+}
+
+TEST_CASE("audit: outside the budget (mu = 0.6, depth 128) the collapse is reported, not hidden") {
+  const auto b = rwd::momentum(x, v, 0.6_c, f);
+  rwd::cpu::model<float, std::remove_cv_t<decltype(b)>> model(b, 128, {.width = 24, .batch = 6, .classes = 4});
+  std::vector<float> batch(24 * 6);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37 % 101) / 101.0);
+  const auto r = model.audit(batch, std::vector<int>{0, 1, 2, 3, 0, 1});
+  CAPTURE(r.cosine);
+  CAPTURE(r.layer_error.front());
+  CHECK(r.layer_error.front() > 1.0);  // the reconstructed input is rubble
+  CHECK(r.layer_error.back() < 1e-5);  // the top layer is still fine: the error grows downward
+  CHECK((r.cosine < 0.99 || !std::isfinite(r.cosine)));
+}
