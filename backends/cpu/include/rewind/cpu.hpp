@@ -1,5 +1,7 @@
 // rewind: the CPU backend (Eigen). Includes the dsl.
 #pragma once
 
+#include "cpu/checkpoint.hpp"
 #include "cpu/memory.hpp"
 #include "cpu/model.hpp"
+#include "cpu/optim.hpp"

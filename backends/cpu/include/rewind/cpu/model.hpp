@@ -27,9 +27,11 @@
 #include <rewind/pointwise.hpp>
 #include <rewind/rewind.hpp>
 
+#include "checkpoint.hpp"
 #include "lower.hpp"
 #include "maps.hpp"
 #include "memory.hpp"
+#include "optim.hpp"
 
 namespace rwd::cpu {
 
@@ -211,6 +213,25 @@ class model {
     p.tape_bytes = m == mode::stored ? depth_ * tape * bytes : 0;
     p.workspace_bytes = static_cast<std::size_t>(widest) * bytes;
     return p;
+  }
+
+  /// One optimizer step on the parameters with the current gradients (sgd or adam settings).
+  template <class Optimizer>
+  void apply(const Optimizer& o) {
+    step(o, std::span<T>(params_), std::span<const T>(grads_), optimizer_);
+  }
+  /// Forgets the optimizer's momentum and step count.
+  void reset_optimizer() { optimizer_ = {}; }
+
+  /// Writes the parameters to `path` atomically (header, values, checksum).
+  void save(const std::string& path) const { write_checkpoint<T>(path, header(), params_); }
+  /// Reads parameters written by save() for the same block and shapes; on any error the model is
+  /// unchanged and the message names the cause.
+  void load(const std::string& path) {
+    auto values = read_checkpoint<T>(path, header());
+    for (T v : values)
+      if (!std::isfinite(v)) throw error("rewind: " + path + ": holds a non-finite parameter");
+    params_ = std::move(values);
   }
 
   /// Runs both modes on the same weights and batch and measures the rewind's reconstruction
@@ -549,6 +570,19 @@ class model {
     });
   }
 
+  checkpoint_header header() const {
+    checkpoint_header h;
+    h.width = o_.width;
+    h.classes = o_.classes;
+    h.depth = depth_;
+    h.count = params_.size();
+    std::string text;
+    hana::for_each(Block::updates(), [&](auto u) { text += u.text() + ";"; });
+    hana::for_each(Maps{}, [&](auto t) { text += typename decltype(t)::type{}.describe() + ";"; });
+    h.block_fingerprint = fnv1a(text.data(), text.size());
+    return h;
+  }
+
   /// Linear head and mean softmax cross-entropy; seeds the output variable's cotangent.
   T head(states& st, std::span<const int> labels) {
     const std::size_t C = o_.classes, B = o_.batch, W = o_.width;
@@ -586,6 +620,7 @@ class model {
   std::vector<T> params_, grads_, input_grad_;
   std::array<T, n_params == 0 ? 1 : n_params> scalars_{};
   memory_tracker tracker_;
+  optimizer_state<T> optimizer_;
 };
 
 }  // namespace rwd::cpu

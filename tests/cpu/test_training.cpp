@@ -1,0 +1,124 @@
+// Optimizers, parameter files and determinism.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <rewind/cpu.hpp>
+#include <vector>
+
+using namespace rwd::literals;
+
+namespace {
+inline constexpr rwd::var<"x"> x;
+inline constexpr rwd::var<"v"> v;
+inline constexpr auto f = rwd::map<"f">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
+inline constexpr auto momentum = rwd::momentum(x, v, 0.9_c, f);
+using model_t = rwd::cpu::model<float, std::remove_cv_t<decltype(momentum)>>;
+
+struct toy {  // a separable 3-class problem: class c has a bump in rows [4c, 4c + 4)
+  std::vector<float> batch;
+  std::vector<int> labels;
+  toy(std::size_t width, std::size_t n) : batch(width * n, 0.f), labels(n) {
+    for (std::size_t j = 0; j < n; ++j) {
+      labels[j] = static_cast<int>(j % 3);
+      for (std::size_t r = 0; r < width; ++r)
+        batch[j * width + r] = (r / 4 == j % 3 ? 1.f : 0.f) + 0.01f * static_cast<float>((r * 7 + j) % 5);
+    }
+  }
+};
+
+std::filesystem::path temp_file(const char* name) {
+  return std::filesystem::temp_directory_path() / (std::string("rewind_test_") + name + "_" + std::to_string(::getpid()));
+}
+}  // namespace
+
+TEST_CASE("training: sgd and adam lower the loss, in both modes") {
+  const toy data(12, 9);
+  for (auto m : {rwd::cpu::mode::stored, rwd::cpu::mode::reversible}) {
+    model_t a(momentum, 6, {.width = 12, .batch = 9, .classes = 3, .seed = 5});
+    const float first = a.loss_and_gradient(data.batch, data.labels, m);
+    for (int i = 0; i < 30; ++i) {
+      a.loss_and_gradient(data.batch, data.labels, m);
+      a.apply(rwd::sgd{.lr = 0.05, .momentum = 0.9});
+    }
+    CHECK(a.loss_and_gradient(data.batch, data.labels, m) < 0.5f * first);
+    model_t b(momentum, 6, {.width = 12, .batch = 9, .classes = 3, .seed = 5});
+    for (int i = 0; i < 30; ++i) {
+      b.loss_and_gradient(data.batch, data.labels, m);
+      b.apply(rwd::adam{.lr = 0.02});
+    }
+    CHECK(b.loss_and_gradient(data.batch, data.labels, m) < 0.5f * first);
+  }
+  CHECK_THROWS_AS(model_t(momentum, 2, {.width = 12, .batch = 9, .classes = 3}).apply(rwd::sgd{.lr = -1}), rwd::error);
+}
+
+TEST_CASE("training: the same seed gives the same weights and the same gradients") {
+  const toy data(12, 9);
+  model_t a(momentum, 4, {.width = 12, .batch = 9, .classes = 3, .seed = 42});
+  model_t b(momentum, 4, {.width = 12, .batch = 9, .classes = 3, .seed = 42});
+  model_t c(momentum, 4, {.width = 12, .batch = 9, .classes = 3, .seed = 43});
+  CHECK(std::equal(a.parameters().begin(), a.parameters().end(), b.parameters().begin()));
+  CHECK(!std::equal(a.parameters().begin(), a.parameters().end(), c.parameters().begin()));
+  a.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::reversible);
+  b.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::reversible);
+  CHECK(std::equal(a.gradients().begin(), a.gradients().end(), b.gradients().begin()));
+}
+
+TEST_CASE("parameter files: round trip, and every kind of bad file refused, the model unchanged") {
+  const auto path = temp_file("params");
+  model_t a(momentum, 3, {.width = 12, .batch = 2, .classes = 3, .seed = 1});
+  a.save(path.string());
+  CHECK(!std::filesystem::exists(path.string() + ".tmp." + std::to_string(::getpid())));
+  model_t b(momentum, 3, {.width = 12, .batch = 2, .classes = 3, .seed = 2});
+  b.load(path.string());
+  CHECK(std::equal(a.parameters().begin(), a.parameters().end(), b.parameters().begin()));
+
+  const std::vector<float> before(b.parameters().begin(), b.parameters().end());
+  auto unchanged = [&] { return std::equal(before.begin(), before.end(), b.parameters().begin()); };
+  std::vector<char> bytes(std::filesystem::file_size(path));
+  std::ifstream(path, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  auto write = [&](const std::vector<char>& content) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(content.data(), static_cast<std::streamsize>(content.size()));
+  };
+
+  write(std::vector<char>(bytes.begin(), bytes.begin() + static_cast<long>(bytes.size() / 2)));
+  CHECK_THROWS_WITH_AS(b.load(path.string()), doctest::Contains("truncated"), rwd::error);
+  auto corrupt = bytes;
+  corrupt[100] ^= 0x10;
+  write(corrupt);
+  CHECK_THROWS_WITH_AS(b.load(path.string()), doctest::Contains("checksum mismatch"), rwd::error);
+  auto wrong_magic = bytes;
+  wrong_magic[0] = 'X';
+  write(wrong_magic);
+  CHECK_THROWS_WITH_AS(b.load(path.string()), doctest::Contains("bad magic"), rwd::error);
+  write(std::vector<char>(3, 'a'));
+  CHECK_THROWS_WITH_AS(b.load(path.string()), doctest::Contains("truncated"), rwd::error);
+  CHECK(unchanged());
+
+  write(bytes);
+  model_t deeper(momentum, 4, {.width = 12, .batch = 2, .classes = 3});
+  CHECK_THROWS_WITH_AS(deeper.load(path.string()), doctest::Contains("made for depth 3"), rwd::error);
+  rwd::cpu::model<double, std::remove_cv_t<decltype(momentum)>> wide(momentum, 3, {.width = 12, .batch = 2, .classes = 3});
+  CHECK_THROWS_WITH_AS(wide.load(path.string()), doctest::Contains("32-bit scalars"), rwd::error);
+  const auto other = rwd::momentum(x, v, 0.5_c, f);
+  rwd::cpu::model<float, std::remove_cv_t<decltype(other)>> different(other, 3, {.width = 12, .batch = 2, .classes = 3});
+  CHECK_THROWS_WITH_AS(different.load(path.string()), doctest::Contains("different block"), rwd::error);
+  CHECK_THROWS_WITH_AS(b.load((path.string() + ".missing")), doctest::Contains("cannot open"), rwd::error);
+  CHECK_THROWS_AS(a.save("/nonexistent-folder/x.params"), rwd::error);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("bad input: non-finite parameters, a runtime alpha of zero") {
+  const toy data(12, 3);
+  model_t a(momentum, 2, {.width = 12, .batch = 3, .classes = 3});
+  a.parameters()[5] = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_WITH_AS(a.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::stored), doctest::Contains("parameter 5 is not finite"),
+                       rwd::error);
+  constexpr rwd::param<"mu"> mu;
+  constexpr auto runtime = rwd::block(v = mu * v + f(x), x = x + v);
+  using runtime_t = rwd::cpu::model<float, std::remove_cv_t<decltype(runtime)>>;
+  CHECK_THROWS_WITH_AS(runtime_t(runtime, 2, {.width = 12, .batch = 3, .classes = 3}, rwd::env{}.set("mu", 0)),
+                       doctest::Contains("rewind E002"), rwd::error);
+  CHECK_NOTHROW(runtime_t(runtime, 2, {.width = 12, .batch = 3, .classes = 3}, rwd::env{}.set("mu", 0.5)));
+}
