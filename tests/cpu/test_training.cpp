@@ -122,3 +122,17 @@ TEST_CASE("bad input: non-finite parameters, a runtime alpha of zero") {
                        doctest::Contains("rewind E002"), rwd::error);
   CHECK_NOTHROW(runtime_t(runtime, 2, {.width = 12, .batch = 3, .classes = 3}, rwd::env{}.set("mu", 0.5)));
 }
+
+TEST_CASE("threads: for a given thread count the gradient is the same bit for bit") {
+  const toy data(40, 16);
+  for (int n : {1, 2}) {
+    rwd::cpu::set_threads(n);
+    CHECK(rwd::cpu::threads() == n);
+    model_t a(momentum, 3, {.width = 40, .batch = 16, .classes = 3, .seed = 9});
+    a.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::reversible);
+    const std::vector<float> first(a.gradients().begin(), a.gradients().end());
+    a.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::reversible);
+    CHECK(std::equal(first.begin(), first.end(), a.gradients().begin()));
+  }
+  rwd::cpu::set_threads(0);
+}

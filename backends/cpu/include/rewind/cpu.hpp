@@ -5,3 +5,4 @@
 #include "cpu/memory.hpp"
 #include "cpu/model.hpp"
 #include "cpu/optim.hpp"
+#include "cpu/threads.hpp"

@@ -5,23 +5,49 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <unordered_map>
+#include <vector>
 #include <utility>
 
 namespace rwd::cpu {
 
-/// Live and peak bytes of the buffers taken from a tracker.
+/// Live and peak bytes of the buffers taken from a tracker. Released blocks are kept for reuse
+/// (a caching allocator, as every training framework has), so that a steady-state step neither
+/// calls malloc nor touches fresh pages; live and peak count the bytes asked for, not the cache.
 class memory_tracker {
  public:
+  memory_tracker() = default;
+  memory_tracker(const memory_tracker&) = delete;
+  memory_tracker& operator=(const memory_tracker&) = delete;
+  ~memory_tracker() { trim(); }
+
   void* allocate(std::size_t bytes) {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p && bytes) throw std::bad_alloc();
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = nullptr;
+    if (auto it = cache_.find(rounded); it != cache_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+      if (!p) throw std::bad_alloc();
+    }
     live_ += bytes;
     if (live_ > peak_) peak_ = live_;
     return p;
   }
   void release(void* p, std::size_t bytes) noexcept {
-    std::free(p);
+    try {
+      cache_[(bytes + 63) / 64 * 64].push_back(p);
+    } catch (...) {
+      std::free(p);
+    }
     live_ -= bytes;
+  }
+  /// Returns the cached blocks to the system.
+  void trim() noexcept {
+    for (auto& [size, blocks] : cache_)
+      for (void* p : blocks) std::free(p);
+    cache_.clear();
   }
   std::size_t live() const { return live_; }
   std::size_t peak() const { return peak_; }
@@ -29,6 +55,7 @@ class memory_tracker {
 
  private:
   std::size_t live_ = 0, peak_ = 0;
+  std::unordered_map<std::size_t, std::vector<void*>> cache_;
 };
 
 /// A tracked buffer of n scalars (64-byte aligned), freed on destruction.
