@@ -90,9 +90,11 @@ void check_gradient_fd(Block b, std::size_t depth, std::string_view input = "x",
 }
 
 template <class Block>
-void check_reversible_matches_stored(Block b, std::size_t depth, double min_cosine, double max_rel) {
+void check_reversible_matches_stored(Block b, std::size_t depth, double min_cosine, double max_rel,
+                                     double output_init_scale = 0.02) {
   const std::size_t W = 16, B = 8, C = 5;
-  rwd::cpu::model<float, Block> m(b, depth, {.width = W, .batch = B, .classes = C, .seed = 3});
+  rwd::cpu::model<float, Block> m(b, depth, {.width = W, .batch = B, .classes = C, .seed = 3,
+                                             .output_init_scale = output_init_scale});
   const auto batch = random_batch<float>(W * B, 9);
   const auto y = labels(B, C);
   m.loss_and_gradient(batch, y, rwd::cpu::mode::stored);
@@ -135,7 +137,10 @@ TEST_CASE("cpu: gradients against central differences in float64, both modes") {
 
 TEST_CASE("cpu: reversible equals stored in float32 inside the budget") {
   check_reversible_matches_stored(momentum, 64, 0.9999995, 1e-4);
-  check_reversible_matches_stored(leapfrog, 128, 0.9999995, 1e-4);
+  // Leapfrog is conservative only for maps with slopes <= 0: a slope s > 0 makes the rewind
+  // amplify by about 1 + sqrt(s) per layer (rwd::budget with a declared slope says so). Inside
+  // the budget at depth 512 means maps with slopes of order 1e-6 here.
+  check_reversible_matches_stored(leapfrog, 512, 0.9999995, 1e-4, 0.002);
 }
 
 TEST_CASE("cpu: bad input is refused with a clear error") {
