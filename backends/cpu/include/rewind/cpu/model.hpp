@@ -18,6 +18,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
 #include <span>
@@ -169,6 +170,50 @@ class model {
     return st.copy_out();
   }
 
+  /// The whole state (variables one after the other) at the input and after every layer.
+  std::vector<std::vector<T>> forward_trace(std::span<const T> batch) {
+    check_batch(batch);
+    states st(*this);
+    st.load(batch, input_);
+    std::vector<std::vector<T>> trace{st.flat()};
+    for (std::size_t l = 0; l < depth_; ++l) {
+      forward_layer(l, st, nullptr);
+      trace.push_back(st.flat());
+    }
+    return trace;
+  }
+
+  /// Rewinds from a whole final state; entry l is the reconstructed input of layer l (entry
+  /// depth is the final state itself).
+  std::vector<std::vector<T>> rewind_trace(const std::vector<T>& final_state) {
+    states st(*this);
+    if (final_state.size() != ns * o_.width * o_.batch) throw error("rewind: rewind_trace() takes a whole state");
+    for (std::size_t k = 0; k < ns; ++k)
+      std::copy_n(final_state.data() + k * o_.width * o_.batch, o_.width * o_.batch, st.s[k].data());
+    std::vector<std::vector<T>> trace(depth_ + 1);
+    trace[depth_] = final_state;
+    for (std::size_t l = depth_; l-- > 0;) {
+      rewind_layer(l, st, false);
+      trace[l] = st.flat();
+    }
+    return trace;
+  }
+
+  /// The predicted class of every sample of a batch (the head's largest logit).
+  std::vector<int> predict(std::span<const T> batch) {
+    check_batch(batch);
+    states st(*this);
+    st.load(batch, input_);
+    for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
+    const std::size_t C = o_.classes, W = o_.width;
+    cmap Wh(&params_[head_offset_], C, W), out(st.s[output_].data(), W, o_.batch);
+    Eigen::Map<const vector> bh(&params_[head_offset_ + C * W], C);
+    matrix Z = (Wh * out).colwise() + bh;
+    std::vector<int> classes(o_.batch);
+    for (std::size_t j = 0; j < o_.batch; ++j) Z.col(static_cast<Eigen::Index>(j)).maxCoeff(&classes[j]);
+    return classes;
+  }
+
   /// Mean softmax cross-entropy of the batch; fills gradients() and input_gradient().
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m) {
     check_batch(batch);
@@ -250,6 +295,10 @@ class model {
     for (std::size_t i = 0; i < stored.size(); ++i) worst = std::max(worst, std::abs(double(stored[i]) - grads_[i]));
     r.cosine = ns2 > 0 && nr2 > 0 ? dot / std::sqrt(ns2 * nr2) : 0;
     r.max_rel_error = scale > 0 ? worst / scale : 0;
+    if (!std::isfinite(nr2) || !std::isfinite(worst)) {  // the rewind overflowed: say so
+      r.cosine = std::numeric_limits<double>::quiet_NaN();
+      r.max_rel_error = std::numeric_limits<double>::infinity();
+    }
     // reconstruction: keep every layer's input on the way up, compare on the way down
     states st(*this);
     st.load(batch, input_);

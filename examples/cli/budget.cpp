@@ -1,0 +1,88 @@
+// rewind budget: the gradient-agreement grid. For each mu and depth, the reversible gradient
+// against stored backprop on identical weights and batch, beside the predicted budget L*. Runs
+// over-budget networks on purpose: the networks are built under policy::lossy.
+#include <fmt/core.h>
+
+#include <random>
+
+#include "commands.hpp"
+#include "report.hpp"
+
+namespace rewind_cli {
+
+namespace {
+struct cell {
+  double mu = 0;
+  std::size_t depth = 0;
+  double cosine = 0, rel_err = 0, budget = 0;
+  long long layers = 0;
+};
+
+template <class T>
+cell measure(double mu, std::size_t depth, const budget_options& o) {
+  const rwd::env e = rwd::env{}.set("mu", mu);
+  const auto net = rwd::network<T, rwd::policy::lossy>(rwd::stack(ref::momentum, depth), e);  // over budget on purpose
+  rwd::cpu::model<T, ref::momentum_t> model(ref::momentum, net.depth,
+                                            {.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1}, e);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> pixel(0, 1);
+  std::vector<T> data(o.width * o.batch);
+  for (auto& p : data) p = static_cast<T>(pixel(rng));
+  std::vector<int> labels(o.batch);
+  for (std::size_t j = 0; j < o.batch; ++j) labels[j] = static_cast<int>(j % ref::classes);
+  const auto a = model.audit(data, labels);
+  return {mu, depth, a.cosine, a.max_rel_error, net.budget.depth, net.budget.layers};
+}
+}  // namespace
+
+int run_budget(const budget_options& o) {
+  if (o.dtype != "float32" && o.dtype != "float64") throw rwd::error("rewind: --dtype is float32 or float64");
+  for (double mu : o.mus)
+    if (!(mu > 0 && mu < 1)) throw rwd::error("rewind: every mu of --mus must be in (0, 1)");
+  fmt::print("rewind budget: momentum, width {}, batch {}, {}; reversible gradient against stored backprop\n", o.width,
+             o.batch, o.dtype);
+  fmt::print("('!' marks a depth beyond the predicted budget L*)\n\n{:>6} {:>6} {:>8} {:>12} {:>12}\n", "mu", "depth", "L*",
+             "cosine", "rel err");
+  std::vector<cell> cells;
+  progress bar("cells", o.mus.size() * o.depths.size());
+  for (double mu : o.mus)
+    for (std::size_t d : o.depths) {
+      const cell c = o.dtype == "float32" ? measure<float>(mu, d, o) : measure<double>(mu, d, o);
+      cells.push_back(c);
+      fmt::print("{:>6} {:>5}{} {:>8.1f} {:>12.6f} {:>12.3e}\n", mu, d, static_cast<double>(d) > c.budget ? "!" : " ",
+                 c.budget, c.cosine, c.rel_err);
+      std::fflush(stdout);
+    }
+  fmt::print("({:.0f} s)\n", bar.elapsed());
+  if (o.json.empty()) return 0;
+  std::string json = fmt::format("{{\"config\": {{\"width\": {}, \"batch\": {}, \"dtype\": \"{}\", \"block\": \"momentum\"}},\n \"rows\": [\n",
+                                 o.width, o.batch, o.dtype);
+  std::string csv = "mu,depth,cosine,rel_err,budget\n";
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const cell& c = cells[i];
+    json += fmt::format("  {{\"mu\": {}, \"depth\": {}, \"cosine\": {}, \"rel_err\": {}, \"budget\": {}, \"over_budget\": {}}}{}\n",
+                        json_number(c.mu), c.depth, json_number(c.cosine), json_number(c.rel_err), json_number(c.budget),
+                        static_cast<double>(c.depth) > c.budget ? "true" : "false", i + 1 < cells.size() ? "," : "");
+    csv += fmt::format("{},{},{:.9g},{:.6e},{:.3f}\n", c.mu, c.depth, c.cosine, c.rel_err, c.budget);
+  }
+  json += " ]}\n";
+  write_file(o.json, json);
+  const std::string csv_path = beside(o.json, ".csv");
+  write_file(csv_path, csv);
+  fmt::print("wrote {} and {}\n", o.json, csv_path);
+  // heat map: log10 of the relative error, mu against depth
+  std::string grid;
+  for (const auto& c : cells)
+    grid += fmt::format("{} {} {:.4f}\n", c.mu, std::log2(static_cast<double>(c.depth)), std::log10(std::max(c.rel_err, 1e-16)));
+  const std::string dat = beside(o.json, ".grid");
+  write_file(dat, grid);
+  plot(beside(o.json, ".png"),
+       "set title 'log10 relative error of the reversible gradient (" + o.dtype + ")'\n"
+       "set xlabel 'mu'\nset ylabel 'log2 depth'\nset cblabel 'log10 rel err'\nset palette rgbformulae 33,13,10\n"
+       "plot '" + dat + "' using 1:2:3 with points pointtype 5 pointsize 6 palette notitle, "
+       "'' using 1:2:(sprintf('%.1f', $3)) with labels notitle\n");
+  std::filesystem::remove(dat);
+  return 0;
+}
+
+}  // namespace rewind_cli

@@ -1,0 +1,60 @@
+// rewind cli: the subcommands.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace rewind_cli {
+
+struct explain_options {
+  std::string block = "all";
+  double mu = 0.9;
+  std::vector<double> slope;
+};
+std::string explain_text(const explain_options& o);
+int run_explain(const explain_options& o);
+
+struct memory_options {
+  std::vector<std::size_t> depths{8, 32, 128, 512};
+  std::size_t batch = 128, width = 784;
+  double mu = 0.9;
+  int steps = 5, threads = 0;
+  std::string json;
+  bool child = false;  // internal: measure one configuration in this process, print one line
+  int child_mode = 0;
+};
+int run_memory(const memory_options& o, const std::string& self);
+
+struct budget_options {
+  std::vector<double> mus{0.3, 0.6, 0.9};
+  std::vector<std::size_t> depths{8, 32, 128};
+  std::string dtype = "float32";
+  std::size_t batch = 32, width = 784;
+  std::string json;
+};
+int run_budget(const budget_options& o);
+
+struct trajectory_options {
+  std::size_t particles = 12, depth = 64;
+  std::vector<double> mus{0.3, 0.6, 0.9};
+  std::string json;
+};
+int run_trajectory(const trajectory_options& o);
+
+struct train_options {
+  std::size_t depth = 64, batch = 128, epochs = 3, train_limit = 0, test_limit = 0;
+  double mu = 0.9, lr = 1e-4;
+  std::string mode = "both", data = "/usr/share/datasets/fashion-mnist", json;
+  bool data_given = false, synthetic = false;
+  unsigned seed = 1;
+};
+int run_train(const train_options& o);
+
+struct demo_options {
+  std::string out = "report";
+  bool quick = false;  // tiny sizes: a smoke test of the whole report in seconds
+};
+int run_demo(const demo_options& o, const std::string& self);
+
+}  // namespace rewind_cli

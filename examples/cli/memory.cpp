@@ -1,0 +1,164 @@
+// rewind memory: activation memory and step time against depth, stored against reversible.
+// Each configuration runs in a fresh process of this program (so its peak RSS is its own; exec,
+// not fork, because OpenMP does not survive a fork).
+#include <fmt/core.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <random>
+
+#include "commands.hpp"
+#include "report.hpp"
+
+namespace rewind_cli {
+
+namespace {
+struct row {
+  std::size_t depth = 0;
+  int mode = 0;
+  double step_ms = 0, plan = 0, peak = 0, rss = 0, gflops = 0;
+};
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+constexpr std::size_t hidden = 16;
+
+row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
+  rwd::cpu::model<float, ref::momentum_t> model(ref::momentum, depth,
+                                                {.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1},
+                                                rwd::env{}.set("mu", o.mu));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<float> data(o.width * o.batch);
+  for (auto& p : data) p = pixel(rng);
+  std::vector<int> labels(o.batch);
+  for (std::size_t j = 0; j < o.batch; ++j) labels[j] = static_cast<int>(j % ref::classes);
+  const rwd::sgd opt{.lr = 0.01, .momentum = 0.9};
+  model.loss_and_gradient(data, labels, m);  // warm-up: caches, allocator
+  model.apply(opt);
+  model.memory().reset_peak();
+  std::vector<double> times;
+  for (int s = 0; s < o.steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model.loss_and_gradient(data, labels, m);
+    model.apply(opt);
+    times.push_back(since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  row r;
+  r.depth = depth;
+  r.mode = static_cast<int>(m);
+  r.step_ms = times[times.size() / 2] * 1e3;
+  r.plan = static_cast<double>(model.plan(m).total());
+  r.peak = static_cast<double>(model.memory().peak());
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  r.rss = static_cast<double>(u.ru_maxrss) * 1024;
+  // a layer's forward is 4*W*H*B flops, its backward twice that, the rewind one forward more
+  const double per_layer = 4.0 * o.width * hidden * static_cast<double>(o.batch);
+  r.gflops = depth * per_layer * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
+  return r;
+}
+
+/// Eigen's rate on the six GEMMs of one layer (two forward, four backward), same shapes.
+double gemm_gflops(const memory_options& o) {
+  using M = Eigen::MatrixXf;
+  const auto W = static_cast<Eigen::Index>(o.width), B = static_cast<Eigen::Index>(o.batch), H = Eigen::Index{hidden};
+  M W1 = M::Random(H, W), W2 = M::Random(W, H), X = M::Random(W, B);
+  M Hd(H, B), Y(W, B), dW1(H, W), dW2(W, H), dH(H, B), dX(W, B);
+  auto once = [&] {
+    Hd.noalias() = W1 * X;
+    Y.noalias() = W2 * Hd;
+    dW2.noalias() = Y * Hd.transpose();
+    dH.noalias() = W2.transpose() * Y;
+    dW1.noalias() = dH * X.transpose();
+    dX.noalias() = W1.transpose() * dH;
+  };
+  once();
+  std::vector<double> times;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) once();
+    times.push_back(since(t0) / 20);
+  }
+  std::sort(times.begin(), times.end());
+  return 12.0 * o.width * hidden * static_cast<double>(o.batch) / times[3] / 1e9;
+}
+
+row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
+  const std::string cmd = fmt::format("'{}' memory --child --depths {} --child-mode {} --batch {} --width {} --steps {} "
+                                      "--mu {} --threads {}",
+                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, o.threads);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw rwd::error("rewind: cannot start " + cmd);
+  row r{};
+  const int got = std::fscanf(p, "%zu %d %lf %lf %lf %lf %lf", &r.depth, &r.mode, &r.step_ms, &r.plan, &r.peak, &r.rss,
+                              &r.gflops);
+  if (pclose(p) != 0 || got != 7) throw rwd::error(fmt::format("rewind: the measurement at depth {} failed", depth));
+  return r;
+}
+}  // namespace
+
+int run_memory(const memory_options& o, const std::string& self) {
+  rwd::cpu::set_threads(o.threads);
+  if (o.child) {
+    const row r = measure(o.depths.at(0), static_cast<rwd::cpu::mode>(o.child_mode), o);
+    fmt::print("{} {} {} {} {} {} {}\n", r.depth, r.mode, r.step_ms, r.plan, r.peak, r.rss, r.gflops);
+    return 0;
+  }
+  const double gemm = gemm_gflops(o);
+  fmt::print("rewind memory: width {}, map {} -> 16 -> tanh -> {}, batch {}, float32, mu {}, {} GEMM thread(s), median of {} steps\n",
+             o.width, o.width, o.width, o.batch, o.mu, rwd::cpu::threads(), o.steps);
+  fmt::print("Eigen GEMM on one layer's six products: {:.2f} GFLOP/s\n\n", gemm);
+  fmt::print("{:>6} {:>11} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}\n", "depth", "mode", "step ms", "plan MB", "peak MB",
+             "RSS MB", "GFLOP/s", "of GEMM");
+  std::vector<row> rows;
+  progress bar("configurations", 2 * o.depths.size());
+  for (std::size_t d : o.depths)
+    for (auto m : {rwd::cpu::mode::stored, rwd::cpu::mode::reversible}) {
+      const row r = isolated(self, d, m, o);
+      rows.push_back(r);
+      fmt::print("{:>6} {:>11} {:>10.1f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>7.0f}%\n", d, rwd::cpu::to_string(m),
+                 r.step_ms, r.plan / 1e6, r.peak / 1e6, r.rss / 1e6, r.gflops, 100 * r.gflops / gemm);
+      std::fflush(stdout);
+    }
+  fmt::print("\n{:>6} {:>24} {:>26}\n", "depth", "reversible/stored time", "stored/reversible memory");
+  for (std::size_t i = 0; i + 1 < rows.size(); i += 2)
+    fmt::print("{:>6} {:>24.3f} {:>26.1f}\n", rows[i].depth, rows[i + 1].step_ms / rows[i].step_ms, rows[i].peak / rows[i + 1].peak);
+  fmt::print("({:.0f} s)\n", bar.elapsed());
+  if (o.json.empty()) return 0;
+
+  std::string json = fmt::format(
+      "{{\"config\": {{\"width\": {}, \"hidden\": 16, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, "
+      "\"steps\": {}, \"gemm_gflops\": {}}},\n \"rows\": [\n",
+      o.width, o.batch, json_number(o.mu), rwd::cpu::threads(), o.steps, json_number(gemm));
+  std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const row& r = rows[i];
+    const auto mode = rwd::cpu::to_string(static_cast<rwd::cpu::mode>(r.mode));
+    json += fmt::format(
+        "  {{\"depth\": {}, \"mode\": \"{}\", \"activation_bytes_plan\": {:.0f}, \"activation_bytes_peak\": {:.0f}, "
+        "\"rss_peak_bytes\": {:.0f}, \"step_ms_median\": {}, \"gflops\": {}}}{}\n",
+        r.depth, mode, r.plan, r.peak, r.rss, json_number(r.step_ms), json_number(r.gflops), i + 1 < rows.size() ? "," : "");
+    csv += fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f}\n", r.depth, mode, r.plan, r.peak, r.rss, r.step_ms, r.gflops);
+  }
+  json += " ]}\n";
+  write_file(o.json, json);
+  const std::string csv_path = beside(o.json, ".csv");
+  write_file(csv_path, csv);
+  fmt::print("wrote {} and {}\n", o.json, csv_path);
+  plot(beside(o.json, ".png"),
+       "set datafile separator ','\nset key autotitle columnhead\nset multiplot layout 1,2\nset logscale xy\nset key top left\nset grid\n"
+       "set xlabel 'depth'\nset ylabel 'activation MB (tracked peak)'\n"
+       "plot '" + csv_path + "' using 1:($4/1e6) every 2::0 with linespoints lw 2 title 'stored', "
+       "'' using 1:($4/1e6) every 2::1 with linespoints lw 2 title 'reversible'\n"
+       "set ylabel 'step ms (median)'\n"
+       "plot '" + csv_path + "' using 1:6 every 2::0 with linespoints lw 2 title 'stored', "
+       "'' using 1:6 every 2::1 with linespoints lw 2 title 'reversible'\n"
+       "unset multiplot\n");
+  return 0;
+}
+
+}  // namespace rewind_cli

@@ -1,0 +1,106 @@
+// rewind cli: what every subcommand shares: the reference network, output files (JSON, CSV,
+// PNG through gnuplot when installed), progress lines and tables.
+#pragma once
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <rewind/cpu.hpp>
+
+namespace rewind_cli {
+
+using namespace rwd::literals;
+
+// --- the reference network of DESIGN.md section 4 ------------------------------------------------
+namespace ref {
+inline constexpr rwd::var<"x"> x;
+inline constexpr rwd::var<"v"> v;
+inline constexpr rwd::param<"mu"> mu;
+inline constexpr auto f = rwd::map<"f">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
+/// momentum with a runtime mu: v <- mu*v + f(x); x <- x + v
+inline constexpr auto momentum = rwd::block(v = mu * v + f(x), x = x + v);
+/// leapfrog (kick, drift, kick; h = 1) with the same map
+inline constexpr auto leapfrog = rwd::leapfrog(x, v, 1_c, f);
+using momentum_t = std::remove_cv_t<decltype(momentum)>;
+using leapfrog_t = std::remove_cv_t<decltype(leapfrog)>;
+inline constexpr std::size_t width = 784, classes = 10;
+}  // namespace ref
+
+// --- files ---------------------------------------------------------------------------------------
+
+/// FILE.json -> FILE.csv / FILE.png beside it.
+inline std::string beside(const std::string& json, const std::string& ext) {
+  std::filesystem::path p(json);
+  p.replace_extension(ext);
+  return p.string();
+}
+
+inline void write_file(const std::string& path, const std::string& content) {
+  if (path.empty()) return;
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << content;
+    if (!out.flush()) throw rwd::error("rewind: cannot write " + path);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+inline std::string json_number(double x) {
+  if (!std::isfinite(x)) return "null";
+  return fmt::format("{:.9g}", x);
+}
+
+inline bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+/// Draws a PNG with gnuplot from a script whose `set output` is filled in; says so when skipped.
+inline void plot(const std::string& png, const std::string& script) {
+  if (png.empty()) return;
+  if (!gnuplot_available()) {
+    fmt::print("gnuplot is not installed: the plot {} is skipped (apt-get install gnuplot-nox)\n", png);
+    return;
+  }
+  const std::string gp = beside(png, ".gp");
+  write_file(gp, "set terminal pngcairo size 900,600 noenhanced\nset output '" + png + "'\n" + script);
+  const int rc = std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str());
+  std::filesystem::remove(gp);
+  if (rc != 0) fmt::print("gnuplot failed: the plot {} is skipped\n", png);
+  else fmt::print("plot: {}\n", png);
+}
+
+// --- progress ------------------------------------------------------------------------------------
+
+/// One line per couple of seconds: done/total, rate, ETA.
+class progress {
+ public:
+  progress(std::string what, std::size_t total) : what_(std::move(what)), total_(total) {}
+  void tick(std::size_t done) {
+    const double t = elapsed();
+    if (done < total_ && t - last_ < 2.0) return;
+    last_ = t;
+    const double rate = done / std::max(t, 1e-9);
+    fmt::print("  {} {}/{} ({:.1f}/s, ETA {:.0f} s)\n", what_, done, total_, rate,
+               rate > 0 ? (total_ - done) / rate : 0.0);
+    std::fflush(stdout);
+  }
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::string what_;
+  std::size_t total_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double last_ = -1e9;
+};
+
+}  // namespace rewind_cli

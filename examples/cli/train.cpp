@@ -1,0 +1,156 @@
+// rewind train: the reference network on Fashion-MNIST (or the built-in synthetic problem when
+// the data is not installed), in stored and reversible mode on one seed and schedule.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "commands.hpp"
+#include "idx.hpp"
+#include "report.hpp"
+
+namespace rewind_cli {
+
+namespace {
+struct epoch_row {
+  std::string mode;
+  std::size_t epoch = 0;
+  double loss = 0, train_acc = 0, test_acc = 0, seconds = 0, step_ms = 0, peak_bytes = 0;
+};
+
+double accuracy(rwd::cpu::model<float, ref::momentum_t>& m, const dataset& d, std::size_t limit) {
+  const std::size_t B = m.config().batch, W = d.features, n = limit ? std::min(limit, d.count) : d.count;
+  std::vector<float> batch(W * B);
+  std::size_t correct = 0;
+  for (std::size_t start = 0; start < n; start += B) {
+    const std::size_t k = std::min(B, n - start);
+    std::fill(batch.begin(), batch.end(), 0.f);  // a short last batch is padded, its padding ignored
+    std::copy_n(d.images.begin() + static_cast<long>(start * W), k * W, batch.begin());
+    const auto pred = m.predict(batch);
+    for (std::size_t j = 0; j < k; ++j) correct += pred[j] == d.labels[start + j];
+  }
+  return static_cast<double>(correct) / static_cast<double>(n);
+}
+
+std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const train_options& o) {
+  const std::size_t W = data.train.features, B = o.batch;
+  rwd::cpu::model<float, ref::momentum_t> model(ref::momentum, o.depth, {.width = W, .batch = B, .classes = ref::classes, .seed = o.seed},
+                                                rwd::env{}.set("mu", o.mu));
+  const std::size_t n = o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count;
+  const std::size_t steps = n / B;
+  if (steps == 0) throw rwd::error("rewind: fewer training samples than one batch");
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 shuffle(o.seed);  // the same order for both modes
+  std::vector<float> batch(W * B);
+  std::vector<int> labels(B);
+  std::vector<epoch_row> rows;
+  const std::string name(rwd::cpu::to_string(mode));
+  for (std::size_t e = 1; e <= o.epochs; ++e) {
+    std::shuffle(order.begin(), order.end(), shuffle);
+    progress bar(fmt::format("{} epoch {}/{} steps", name, e, o.epochs), steps);
+    model.memory().reset_peak();
+    double loss = 0;
+    std::size_t correct = 0;
+    for (std::size_t s = 0; s < steps; ++s) {
+      for (std::size_t j = 0; j < B; ++j) {
+        const std::size_t i = order[s * B + j];
+        std::copy_n(data.train.images.begin() + static_cast<long>(i * W), W, batch.begin() + static_cast<long>(j * W));
+        labels[j] = data.train.labels[i];
+      }
+      loss += model.loss_and_gradient(batch, labels, mode);
+      model.apply(rwd::adam{.lr = o.lr});
+      bar.tick(s + 1);
+    }
+    const double seconds = bar.elapsed();
+    // train accuracy on (up to) the first 10000 training samples, after the epoch
+    dataset head{std::min<std::size_t>(n, 10000), W, {}, {}};
+    head.images.resize(head.count * W);
+    head.labels.resize(head.count);
+    for (std::size_t j = 0; j < head.count; ++j) {
+      std::copy_n(data.train.images.begin() + static_cast<long>(order[j] * W), W, head.images.begin() + static_cast<long>(j * W));
+      head.labels[j] = data.train.labels[order[j]];
+    }
+    epoch_row r{name, e, loss / static_cast<double>(steps), accuracy(model, head, 0), accuracy(model, data.test, o.test_limit),
+                seconds, 1e3 * seconds / static_cast<double>(steps), static_cast<double>(model.memory().peak())};
+    (void)correct;
+    fmt::print("{:>11} epoch {:>2}: loss {:.4f}  train {:.2f}%  test {:.2f}%  {:.1f} s ({:.1f} ms/step)  peak {:.2f} MB\n", name, e,
+               r.loss, 100 * r.train_acc, 100 * r.test_acc, r.seconds, r.step_ms, r.peak_bytes / 1e6);
+    std::fflush(stdout);
+    rows.push_back(r);
+  }
+  return rows;
+}
+}  // namespace
+
+int run_train(const train_options& o) {
+  if (o.mode != "stored" && o.mode != "reversible" && o.mode != "both")
+    throw rwd::error("rewind: --mode is stored, reversible or both");
+  if (o.depth == 0 || o.batch == 0 || o.epochs == 0) throw rwd::error("rewind: --depth, --batch and --epochs are at least 1");
+  if (!(o.mu > 0 && o.mu <= 1)) throw rwd::error("rewind: --mu must be in (0, 1]");
+  split data;
+  if (o.synthetic) data = synthetic(12000, 2000);
+  else if (std::filesystem::exists(o.data)) data = read_fashion_mnist(o.data);
+  else if (o.data_given) throw rwd::error("rewind: --data " + o.data + ": no such folder");
+  else data = synthetic(12000, 2000);  // the default folder is absent: dataset-fashion-mnist is not installed
+  if (data.train.features != ref::width) throw rwd::error("rewind: the reference network takes 784 features");
+  const auto budget = rwd::budget<float>(ref::momentum, rwd::env{}.set("mu", o.mu));
+  fmt::print("rewind train: {}\n  {} train / {} test samples{}, depth {}, mu {} (float32 budget L* = {}), batch {}, "
+             "adam lr {}, {} epoch(s), seed {}\n",
+             data.source, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count,
+             o.test_limit ? std::min(o.test_limit, data.test.count) : data.test.count, o.train_limit ? " (limited)" : "",
+             o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
+             o.epochs, o.seed);
+  std::vector<epoch_row> rows;
+  for (const char* m : {"stored", "reversible"})
+    if (o.mode == "both" || o.mode == m) {
+      auto r = train_one(data, std::string(m) == "stored" ? rwd::cpu::mode::stored : rwd::cpu::mode::reversible, o);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+  double final_stored = -1, final_rev = -1, ms_stored = 0, ms_rev = 0;
+  for (const auto& r : rows) {
+    if (r.mode == "stored") final_stored = r.test_acc, ms_stored = r.step_ms;
+    else final_rev = r.test_acc, ms_rev = r.step_ms;
+  }
+  if (final_stored >= 0 && final_rev >= 0)
+    fmt::print("final test accuracy: stored {:.2f}%, reversible {:.2f}% (difference {:+.2f} points); reversible/stored step time {:.3f}\n",
+               100 * final_stored, 100 * final_rev, 100 * (final_rev - final_stored), ms_rev / ms_stored);
+  if (o.json.empty()) return 0;
+  std::string json = fmt::format(
+      "{{\"config\": {{\"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"optimizer\": \"adam\", "
+      "\"seed\": {}, \"train_samples\": {}}},\n \"epochs\": [\n",
+      std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
+      json_number(o.lr), o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count);
+  std::string csv = "mode,epoch,loss,train_acc,test_acc,seconds,step_ms,peak_bytes\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    json += fmt::format(
+        "  {{\"mode\": \"{}\", \"epoch\": {}, \"loss\": {}, \"train_acc\": {}, \"test_acc\": {}, \"seconds\": {}, \"step_ms\": {}, "
+        "\"peak_bytes\": {:.0f}}}{}\n",
+        r.mode, r.epoch, json_number(r.loss), json_number(r.train_acc), json_number(r.test_acc), json_number(r.seconds),
+        json_number(r.step_ms), r.peak_bytes, i + 1 < rows.size() ? "," : "");
+    csv += fmt::format("{},{},{:.6f},{:.6f},{:.6f},{:.3f},{:.3f},{:.0f}\n", r.mode, r.epoch, r.loss, r.train_acc, r.test_acc, r.seconds,
+                       r.step_ms, r.peak_bytes);
+  }
+  json += " ],\n \"final\": {";
+  bool first = true;
+  for (const char* m : {"stored", "reversible"}) {
+    const double acc = std::string(m) == "stored" ? final_stored : final_rev;
+    if (acc < 0) continue;
+    json += fmt::format("{}\"{}\": {{\"test_acc\": {}}}", first ? "" : ", ", m, json_number(acc));
+    first = false;
+  }
+  json += "}}\n";
+  write_file(o.json, json);
+  const std::string csv_path = beside(o.json, ".csv");
+  write_file(csv_path, csv);
+  fmt::print("wrote {} and {}\n", o.json, csv_path);
+  plot(beside(o.json, ".png"),
+       "set datafile separator ','\nset grid\nset key bottom right\nset xlabel 'epoch'\nset ylabel 'test accuracy %'\n"
+       "plot '" + csv_path + "' using (strcol(1) eq 'stored' ? $2 : 1/0):($5*100) every ::1 with linespoints lw 2 title 'stored', "
+       "'' using (strcol(1) eq 'reversible' ? $2 : 1/0):($5*100) every ::1 with linespoints lw 2 dt 2 title 'reversible'\n");
+  return 0;
+}
+
+}  // namespace rewind_cli
