@@ -66,10 +66,7 @@ int run_budget(const budget_options& o) {
     csv += fmt::format("{},{},{:.9g},{:.6e},{:.3f}\n", c.mu, c.depth, c.cosine, c.rel_err, c.budget);
   }
   json += " ]}\n";
-  write_file(o.json, json);
-  const std::string csv_path = beside(o.json, ".csv");
-  write_file(csv_path, csv);
-  fmt::print("wrote {} and {}\n", o.json, csv_path);
+  const std::string csv_path = write_json_and_csv(o.json, json, csv);
   // heat map: log10 of the relative error, mu against depth
   std::string grid;
   for (const auto& c : cells)

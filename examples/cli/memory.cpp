@@ -145,10 +145,7 @@ int run_memory(const memory_options& o, const std::string& self) {
     csv += fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f}\n", r.depth, mode, r.plan, r.peak, r.rss, r.step_ms, r.gflops);
   }
   json += " ]}\n";
-  write_file(o.json, json);
-  const std::string csv_path = beside(o.json, ".csv");
-  write_file(csv_path, csv);
-  fmt::print("wrote {} and {}\n", o.json, csv_path);
+  const std::string csv_path = write_json_and_csv(o.json, json, csv);
   plot(beside(o.json, ".png"),
        "set datafile separator ','\nset key autotitle columnhead\nset multiplot layout 1,2\nset logscale xy\nset key top left\nset grid\n"
        "set xlabel 'depth'\nset ylabel 'activation MB (tracked peak)'\n"

@@ -55,6 +55,15 @@ inline void write_file(const std::string& path, const std::string& content) {
   std::filesystem::rename(tmp, path);
 }
 
+/// Writes the JSON and a CSV beside it (FILE.csv), says so, and returns the CSV's path.
+inline std::string write_json_and_csv(const std::string& json_path, const std::string& json, const std::string& csv) {
+  write_file(json_path, json);
+  const std::string csv_path = beside(json_path, ".csv");
+  write_file(csv_path, csv);
+  fmt::print("wrote {} and {}\n", json_path, csv_path);
+  return csv_path;
+}
+
 inline std::string json_number(double x) {
   if (!std::isfinite(x)) return "null";
   return fmt::format("{:.9g}", x);

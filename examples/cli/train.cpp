@@ -142,10 +142,7 @@ int run_train(const train_options& o) {
     first = false;
   }
   json += "}}\n";
-  write_file(o.json, json);
-  const std::string csv_path = beside(o.json, ".csv");
-  write_file(csv_path, csv);
-  fmt::print("wrote {} and {}\n", o.json, csv_path);
+  const std::string csv_path = write_json_and_csv(o.json, json, csv);
   plot(beside(o.json, ".png"),
        "set datafile separator ','\nset grid\nset key bottom right\nset xlabel 'epoch'\nset ylabel 'test accuracy %'\n"
        "plot '" + csv_path + "' using (strcol(1) eq 'stored' ? $2 : 1/0):($5*100) every ::1 with linespoints lw 2 title 'stored', "

@@ -108,10 +108,7 @@ int run_trajectory(const trajectory_options& o) {
     csv += fmt::format("{},{},{:.6e},{:.6e}\n", p.mu, p.layer, p.error, p.predicted);
   }
   json += " ]}\n";
-  write_file(o.json, json);
-  const std::string csv_path = beside(o.json, ".csv");
-  write_file(csv_path, csv);
-  fmt::print("wrote {} and {}\n", o.json, csv_path);
+  const std::string csv_path = write_json_and_csv(o.json, json, csv);
   std::string plots;
   for (double mu : o.mus)
     plots += fmt::format("'{0}' using (column(1) == {1} ? $2 : 1/0):($3 + 1e-12) every ::1 with lines lw 2 title 'mu = {1}', "
