@@ -18,6 +18,8 @@ inline constexpr auto g = rwd::map<"g">(rwd::dense<5>, rwd::sigmoid, rwd::dense_
 inline constexpr auto momentum = rwd::momentum(x, v, 0.9_c, f);
 inline constexpr auto leapfrog = rwd::leapfrog(x, v, 1_c, f);
 inline constexpr auto coupling = rwd::additive_coupling(x, v, f, g);
+inline constexpr auto h = rwd::map<"h">(rwd::tanh, rwd::dense_same, rwd::relu, rwd::dense<3>, rwd::dense_same);
+inline constexpr auto activation_first = rwd::block(v = 0.8_c * v - h(x), x = x + v);
 inline constexpr auto twice = rwd::block(v = v + f(x) + 0.5_c * rwd::tanh(f(x)) * v, x = x + v);
 inline constexpr auto affine = rwd::block(x = x * rwd::exp(g(v)) + f(v), v = v + f(x));
 inline constexpr auto three = rwd::block(v = 0.5_c * v + f(x), w = w + g(v) * rwd::tanh(x), x = x + v - 0.25_c * w);
@@ -133,6 +135,7 @@ TEST_CASE("cpu: gradients against central differences in float64, both modes") {
   check_gradient_fd(three, 3);
   check_gradient_fd(twice, 3);
   check_gradient_fd(affine, 3);
+  check_gradient_fd(activation_first, 3);  // a map that starts with an activation, dense after dense
 }
 
 TEST_CASE("cpu: reversible equals stored in float32 inside the budget") {

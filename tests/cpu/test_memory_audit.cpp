@@ -45,8 +45,11 @@ TEST_CASE("memory: the stored peak grows linearly with depth and equals the plan
 TEST_CASE("memory: plans of other blocks hold too (expression arguments, two calls, coupling)") {
   constexpr auto g = rwd::map<"g">(rwd::dense<4>, rwd::relu, rwd::dense<6>, rwd::sigmoid, rwd::dense_same);
   constexpr auto block = rwd::block(v = 0.5_c * v + f(0.5_c * x + rwd::tanh(x)) - g(x), x = x + v * rwd::tanh(v));
+  constexpr auto h = rwd::map<"h">(rwd::tanh, rwd::dense_same, rwd::relu, rwd::dense<3>, rwd::dense_same);
+  constexpr auto activation_first = rwd::block(v = 0.8_c * v - h(x), x = x + v);
   for (auto m : {rwd::cpu::mode::stored, rwd::cpu::mode::reversible}) {
     measured_peak<double>(block, 5, m, 12, 3);
+    measured_peak<double>(activation_first, 5, m, 12, 3);
     measured_peak<double>(rwd::additive_coupling(x, v, f, g), 5, m, 12, 3);
   }
 }
