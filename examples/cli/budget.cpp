@@ -12,6 +12,7 @@ namespace rewind_cli {
 
 namespace {
 struct cell {
+  std::string policy;
   double mu = 0;
   std::size_t depth = 0;
   double cosine = 0, rel_err = 0, budget = 0;
@@ -19,7 +20,7 @@ struct cell {
 };
 
 template <class T>
-cell measure(double mu, std::size_t depth, const budget_options& o) {
+cell measure(const std::string& policy, double mu, std::size_t depth, const budget_options& o) {
   const rwd::env e = rwd::env{}.set("mu", mu);
   const auto net = rwd::network<T, rwd::policy::lossy>(rwd::stack(ref::momentum, depth), e);  // over budget on purpose
   rwd::cpu::model<T, ref::momentum_t> model(ref::momentum, net.depth,
@@ -30,8 +31,8 @@ cell measure(double mu, std::size_t depth, const budget_options& o) {
   for (auto& p : data) p = static_cast<T>(pixel(rng));
   std::vector<int> labels(o.batch);
   for (std::size_t j = 0; j < o.batch; ++j) labels[j] = static_cast<int>(j % ref::classes);
-  const auto a = model.audit(data, labels);
-  return {mu, depth, a.cosine, a.max_rel_error, net.budget.depth, net.budget.layers};
+  const auto a = model.audit(data, labels, parse_mode(policy));
+  return {policy, mu, depth, a.cosine, a.max_rel_error, net.budget.depth, net.budget.layers};
 }
 }  // namespace
 
@@ -39,42 +40,46 @@ int run_budget(const budget_options& o) {
   if (o.dtype != "float32" && o.dtype != "float64") throw rwd::error("rewind: --dtype is float32 or float64");
   for (double mu : o.mus)
     if (!(mu > 0 && mu < 1)) throw rwd::error("rewind: every mu of --mus must be in (0, 1)");
-  fmt::print("rewind budget: momentum, width {}, batch {}, {}; reversible gradient against stored backprop\n", o.width,
+  for (const auto& p : o.policies)
+    if (p != "reversible" && p != "checkpointed") throw rwd::error("rewind: --policies takes reversible and/or checkpointed");
+  fmt::print("rewind budget: momentum, width {}, batch {}, {}; each policy's gradient against stored backprop\n", o.width,
              o.batch, o.dtype);
-  fmt::print("('!' marks a depth beyond the predicted budget L*)\n\n{:>6} {:>6} {:>8} {:>12} {:>12}\n", "mu", "depth", "L*",
-             "cosine", "rel err");
+  fmt::print("('!' marks a depth beyond the predicted budget L*)\n\n{:>13} {:>6} {:>6} {:>8} {:>12} {:>12}\n", "policy", "mu",
+             "depth", "L*", "cosine", "rel err");
   std::vector<cell> cells;
-  progress bar("cells", o.mus.size() * o.depths.size());
-  for (double mu : o.mus)
-    for (std::size_t d : o.depths) {
-      const cell c = o.dtype == "float32" ? measure<float>(mu, d, o) : measure<double>(mu, d, o);
-      cells.push_back(c);
-      fmt::print("{:>6} {:>5}{} {:>8.1f} {:>12.6f} {:>12.3e}\n", mu, d, static_cast<double>(d) > c.budget ? "!" : " ",
-                 c.budget, c.cosine, c.rel_err);
-      std::fflush(stdout);
-    }
+  progress bar("cells", o.policies.size() * o.mus.size() * o.depths.size());
+  for (const auto& policy : o.policies)
+    for (double mu : o.mus)
+      for (std::size_t d : o.depths) {
+        const cell c = o.dtype == "float32" ? measure<float>(policy, mu, d, o) : measure<double>(policy, mu, d, o);
+        cells.push_back(c);
+        fmt::print("{:>13} {:>6} {:>5}{} {:>8.1f} {:>12.6f} {:>12.3e}\n", policy, mu, d,
+                   static_cast<double>(d) > c.budget ? "!" : " ", c.budget, c.cosine, c.rel_err);
+        std::fflush(stdout);
+      }
   fmt::print("({:.0f} s)\n", bar.elapsed());
   if (o.json.empty()) return 0;
   std::string json = fmt::format("{{\"config\": {{\"width\": {}, \"batch\": {}, \"dtype\": \"{}\", \"block\": \"momentum\"}},\n \"rows\": [\n",
                                  o.width, o.batch, o.dtype);
-  std::string csv = "mu,depth,cosine,rel_err,budget\n";
+  std::string csv = "policy,mu,depth,cosine,rel_err,budget\n";
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const cell& c = cells[i];
-    json += fmt::format("  {{\"mu\": {}, \"depth\": {}, \"cosine\": {}, \"rel_err\": {}, \"budget\": {}, \"over_budget\": {}}}{}\n",
-                        json_number(c.mu), c.depth, json_number(c.cosine), json_number(c.rel_err), json_number(c.budget),
+    json += fmt::format("  {{\"policy\": \"{}\", \"mu\": {}, \"depth\": {}, \"cosine\": {}, \"rel_err\": {}, \"budget\": {}, \"over_budget\": {}}}{}\n",
+                        c.policy, json_number(c.mu), c.depth, json_number(c.cosine), json_number(c.rel_err), json_number(c.budget),
                         static_cast<double>(c.depth) > c.budget ? "true" : "false", i + 1 < cells.size() ? "," : "");
-    csv += fmt::format("{},{},{:.9g},{:.6e},{:.3f}\n", c.mu, c.depth, c.cosine, c.rel_err, c.budget);
+    csv += fmt::format("{},{},{},{:.9g},{:.6e},{:.3f}\n", c.policy, c.mu, c.depth, c.cosine, c.rel_err, c.budget);
   }
   json += " ]}\n";
   const std::string csv_path = write_json_and_csv(o.json, json, csv);
   // heat map: log10 of the relative error, mu against depth
   std::string grid;
   for (const auto& c : cells)
-    grid += fmt::format("{} {} {:.4f}\n", c.mu, std::log2(static_cast<double>(c.depth)), std::log10(std::max(c.rel_err, 1e-16)));
+    if (c.policy == o.policies.front())
+      grid += fmt::format("{} {} {:.4f}\n", c.mu, std::log2(static_cast<double>(c.depth)), std::log10(std::max(c.rel_err, 1e-16)));
   const std::string dat = beside(o.json, ".grid");
   write_file(dat, grid);
   plot(beside(o.json, ".png"),
-       "set title 'log10 relative error of the reversible gradient (" + o.dtype + ")'\n"
+       "set title 'log10 relative error of the " + o.policies.front() + " gradient (" + o.dtype + ")'\n"
        "set xlabel 'mu'\nset ylabel 'log2 depth'\nset cblabel 'log10 rel err'\nset palette rgbformulae 33,13,10\n"
        "plot '" + dat + "' using 1:2:3 with points pointtype 5 pointsize 6 palette notitle, "
        "'' using 1:2:(sprintf('%.1f', $3)) with labels notitle\n");

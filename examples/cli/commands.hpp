@@ -17,6 +17,7 @@ int run_explain(const explain_options& o);
 
 struct memory_options {
   std::vector<std::size_t> depths{8, 32, 128, 512};
+  std::vector<std::string> modes{"stored", "reversible"};  // and/or "checkpointed"
   std::size_t batch = 128, width = 784;
   double mu = 0.9;
   int steps = 5, threads = 0;
@@ -30,6 +31,7 @@ struct budget_options {
   std::vector<double> mus{0.3, 0.6, 0.9};
   std::vector<std::size_t> depths{8, 32, 128};
   std::string dtype = "float32";
+  std::vector<std::string> policies{"reversible"};  // and/or "checkpointed"
   std::size_t batch = 32, width = 784;
   std::string json;
 };

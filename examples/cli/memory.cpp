@@ -115,18 +115,24 @@ int run_memory(const memory_options& o, const std::string& self) {
   fmt::print("{:>6} {:>11} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}\n", "depth", "mode", "step ms", "plan MB", "peak MB",
              "RSS MB", "GFLOP/s", "of GEMM");
   std::vector<row> rows;
-  progress bar("configurations", 2 * o.depths.size());
+  progress bar("configurations", o.modes.size() * o.depths.size());
   for (std::size_t d : o.depths)
-    for (auto m : {rwd::cpu::mode::stored, rwd::cpu::mode::reversible}) {
+    for (const auto& name : o.modes) {
+      const auto m = parse_mode(name);
       const row r = isolated(self, d, m, o);
       rows.push_back(r);
       fmt::print("{:>6} {:>11} {:>10.1f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>7.0f}%\n", d, rwd::cpu::to_string(m),
                  r.step_ms, r.plan / 1e6, r.peak / 1e6, r.rss / 1e6, r.gflops, 100 * r.gflops / gemm);
       std::fflush(stdout);
     }
-  fmt::print("\n{:>6} {:>24} {:>26}\n", "depth", "reversible/stored time", "stored/reversible memory");
-  for (std::size_t i = 0; i + 1 < rows.size(); i += 2)
-    fmt::print("{:>6} {:>24.3f} {:>26.1f}\n", rows[i].depth, rows[i + 1].step_ms / rows[i].step_ms, rows[i].peak / rows[i + 1].peak);
+  const std::size_t k = o.modes.size();
+  if (o.modes.front() == "stored" && k > 1) {
+    fmt::print("\n{:>6} {:>13} {:>18} {:>20}\n", "depth", "mode", "time / stored", "stored / memory");
+    for (std::size_t i = 0; i + k <= rows.size(); i += k)
+      for (std::size_t j = 1; j < k; ++j)
+        fmt::print("{:>6} {:>13} {:>18.3f} {:>20.1f}\n", rows[i].depth, o.modes[j], rows[i + j].step_ms / rows[i].step_ms,
+                   rows[i].peak / rows[i + j].peak);
+  }
   fmt::print("({:.0f} s)\n", bar.elapsed());
   if (o.json.empty()) return 0;
 
@@ -146,14 +152,19 @@ int run_memory(const memory_options& o, const std::string& self) {
   }
   json += " ]}\n";
   const std::string csv_path = write_json_and_csv(o.json, json, csv);
+  auto series = [&](const std::string& y) {
+    std::string out;
+    for (std::size_t j = 0; j < k; ++j)
+      out += fmt::format("{}'{}' using 1:{} every {}::{} with linespoints lw 2 title '{}'", j ? ", " : "", csv_path, y, k, j,
+                         o.modes[j]);
+    return out;
+  };
   plot(beside(o.json, ".png"),
        "set datafile separator ','\nset key autotitle columnhead\nset multiplot layout 1,2\nset logscale xy\nset key top left\nset grid\n"
        "set xlabel 'depth'\nset ylabel 'activation MB (tracked peak)'\n"
-       "plot '" + csv_path + "' using 1:($4/1e6) every 2::0 with linespoints lw 2 title 'stored', "
-       "'' using 1:($4/1e6) every 2::1 with linespoints lw 2 title 'reversible'\n"
+       "plot " + series("($4/1e6)") + "\n"
        "set ylabel 'step ms (median)'\n"
-       "plot '" + csv_path + "' using 1:6 every 2::0 with linespoints lw 2 title 'stored', "
-       "'' using 1:6 every 2::1 with linespoints lw 2 title 'reversible'\n"
+       "plot " + series("6") + "\n"
        "unset multiplot\n");
   return 0;
 }

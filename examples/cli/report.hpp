@@ -33,6 +33,13 @@ using leapfrog_t = std::remove_cv_t<decltype(leapfrog)>;
 inline constexpr std::size_t width = 784, classes = 10;
 }  // namespace ref
 
+inline rwd::cpu::mode parse_mode(const std::string& name) {
+  if (name == "stored") return rwd::cpu::mode::stored;
+  if (name == "reversible") return rwd::cpu::mode::reversible;
+  if (name == "checkpointed") return rwd::cpu::mode::checkpointed;
+  throw rwd::error("rewind: unknown mode '" + name + "' (stored, reversible or checkpointed)");
+}
+
 // --- files ---------------------------------------------------------------------------------------
 
 /// FILE.json -> FILE.csv / FILE.png beside it.

@@ -85,8 +85,8 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
 }  // namespace
 
 int run_train(const train_options& o) {
-  if (o.mode != "stored" && o.mode != "reversible" && o.mode != "both")
-    throw rwd::error("rewind: --mode is stored, reversible or both");
+  if (o.mode != "stored" && o.mode != "reversible" && o.mode != "checkpointed" && o.mode != "both")
+    throw rwd::error("rewind: --mode is stored, reversible, checkpointed or both");
   if (o.depth == 0 || o.batch == 0 || o.epochs == 0) throw rwd::error("rewind: --depth, --batch and --epochs are at least 1");
   if (!(o.mu > 0 && o.mu <= 1)) throw rwd::error("rewind: --mu must be in (0, 1]");
   split data;
@@ -103,15 +103,15 @@ int run_train(const train_options& o) {
              o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
              o.epochs, o.seed);
   std::vector<epoch_row> rows;
-  for (const char* m : {"stored", "reversible"})
-    if (o.mode == "both" || o.mode == m) {
-      auto r = train_one(data, std::string(m) == "stored" ? rwd::cpu::mode::stored : rwd::cpu::mode::reversible, o);
+  for (const char* m : {"stored", "reversible", "checkpointed"})
+    if ((o.mode == "both" && std::string(m) != "checkpointed") || o.mode == m) {
+      auto r = train_one(data, parse_mode(m), o);
       rows.insert(rows.end(), r.begin(), r.end());
     }
   double final_stored = -1, final_rev = -1, ms_stored = 0, ms_rev = 0;
   for (const auto& r : rows) {
     if (r.mode == "stored") final_stored = r.test_acc, ms_stored = r.step_ms;
-    else final_rev = r.test_acc, ms_rev = r.step_ms;
+    else if (r.mode == "reversible") final_rev = r.test_acc, ms_rev = r.step_ms;
   }
   if (final_stored >= 0 && final_rev >= 0)
     fmt::print("final test accuracy: stored {:.2f}%, reversible {:.2f}% (difference {:+.2f} points); reversible/stored step time {:.3f}\n",
@@ -135,8 +135,10 @@ int run_train(const train_options& o) {
   }
   json += " ],\n \"final\": {";
   bool first = true;
-  for (const char* m : {"stored", "reversible"}) {
-    const double acc = std::string(m) == "stored" ? final_stored : final_rev;
+  for (const char* m : {"stored", "reversible", "checkpointed"}) {
+    double acc = -1;
+    for (const auto& r : rows)
+      if (r.mode == m) acc = r.test_acc;
     if (acc < 0) continue;
     json += fmt::format("{}\"{}\": {{\"test_acc\": {}}}", first ? "" : ", ", m, json_number(acc));
     first = false;

@@ -83,3 +83,42 @@ TEST_CASE("audit: outside the budget (mu = 0.6, depth 128) the collapse is repor
   CHECK(r.layer_error.back() < 1e-5);  // the top layer is still fine: the error grows downward
   CHECK((r.cosine < 0.99 || !std::isfinite(r.cosine)));
 }
+
+TEST_CASE("checkpointed: exact past the budget (mu = 0.6, depth 128), memory as planned") {
+  const auto b = rwd::momentum(x, v, 0.6_c, f);
+  using model_t = rwd::cpu::model<float, std::remove_cv_t<decltype(b)>>;
+  model_t m(b, 128, {.width = 24, .batch = 6, .classes = 4});
+  CHECK(m.checkpoint_every() == 15);  // floor(L* / 2), L* = 31.2 in float32
+  std::vector<float> batch(24 * 6);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37 % 101) / 101.0);
+  const std::vector<int> labels{0, 1, 2, 3, 0, 1};
+  m.loss_and_gradient(batch, labels, rwd::cpu::mode::stored);
+  const std::vector<float> stored(m.gradients().begin(), m.gradients().end());
+  m.memory().reset_peak();
+  m.loss_and_gradient(batch, labels, rwd::cpu::mode::checkpointed);
+  CHECK(m.memory().peak() == m.plan(rwd::cpu::mode::checkpointed).total());
+  CHECK(m.memory().live() == 0);
+  double dot = 0, a = 0, c = 0;
+  for (std::size_t i = 0; i < stored.size(); ++i)
+    dot += double(stored[i]) * m.gradients()[i], a += double(stored[i]) * stored[i], c += double(m.gradients()[i]) * m.gradients()[i];
+  CHECK(dot / std::sqrt(a * c) >= 0.9999995);
+  // and reversible alone has collapsed on the same network
+  const auto audit = m.audit(batch, labels);
+  CHECK((audit.cosine < 0.99 || !std::isfinite(audit.cosine)));
+  // memory: 8 stored states of 2 x 24 x 6 floats beyond the reversible plan
+  CHECK(m.plan(rwd::cpu::mode::checkpointed).total() - m.plan(rwd::cpu::mode::reversible).total() == 8 * 2 * 24 * 6 * 4);
+}
+
+TEST_CASE("checkpointed: an explicit segment length and the policy in the network type") {
+  const auto b = rwd::momentum(x, v, 0.9_c, f);
+  constexpr auto net = rwd::network<float, rwd::policy::checkpointed>(rwd::stack<400>(rwd::momentum(x, v, 0.9_c, f)));
+  static_assert(net.depth == 400);
+  rwd::cpu::model<float, std::remove_cv_t<decltype(b)>> m(b, 10, {.width = 8, .batch = 2, .classes = 2, .checkpoint_every = 3});
+  CHECK(m.checkpoint_every() == 3);
+  std::vector<float> batch(16, 0.5f);
+  const std::vector<int> labels{0, 1};
+  m.memory().reset_peak();
+  m.loss_and_gradient(batch, labels, rwd::cpu::mode::checkpointed);
+  CHECK(m.memory().peak() == m.plan(rwd::cpu::mode::checkpointed).total());
+  CHECK(m.plan(rwd::cpu::mode::checkpointed).tape_bytes == 3 * 2 * 8 * 2 * 4);  // states at layers 3, 6, 9
+}

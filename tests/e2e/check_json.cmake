@@ -1,6 +1,7 @@
 # Runs a command, then checks fields of the JSON file it wrote.
 #   -DCOMMAND="prog;arg;..." -DJSON=file -DCHECKS="path:op:value|..."
-#   path: dot-separated keys and indices (rows.0.mode); op: eq, ne, lt, le, gt, ge, len, true
+#   path: dot-separated keys and indices (rows.0.mode); op: eq, ne, lt, le, gt, ge, len, true;
+#   a value written @path is the value at that path
 separate_arguments(cmd UNIX_COMMAND "${COMMAND}")
 file(REMOVE "${JSON}")
 execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -17,8 +18,13 @@ foreach(check IN LISTS checks)
   list(GET parts 0 path)
   list(GET parts 1 op)
   list(LENGTH parts n)
+  set(want "")
   if(n GREATER 2)
     list(GET parts 2 want)
+  endif()
+  if(want MATCHES "^@(.*)")
+    string(REPLACE "." ";" ref "${CMAKE_MATCH_1}")
+    string(JSON want GET "${doc}" ${ref})
   endif()
   string(REPLACE "." ";" keys "${path}")
   if(op STREQUAL "len")

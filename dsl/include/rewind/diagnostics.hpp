@@ -35,8 +35,8 @@
   "block (no update of the block writes it); every variable read must be part of the state"
 #define REWIND_E007                                                                              \
   "rewind E007 (budget): the network is deeper than the rewind budget L* of its scalar type: " \
-  "the reversible gradient would be rounding noise; reduce the depth, use a wider scalar, or " \
-  "say so on purpose with policy::lossy"
+  "the reversible gradient would be rounding noise; reduce the depth, use a wider scalar, "    \
+  "store the state every few layers with policy::checkpointed, or say so with policy::lossy"
 #define REWIND_E008                                                                              \
   "rewind E008 (map shape): the last dense layer of a learned map must be dense_same, so that " \
   "the map's output has the width of the state it is added to"

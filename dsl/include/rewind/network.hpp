@@ -6,6 +6,8 @@
 // otherwise on purpose:
 //   policy::strict   (default) depth <= L*, checked
 //   policy::lossy    over budget on purpose (to measure the cliff, say); nothing is checked
+//   policy::checkpointed  store the state every k <= L*/2 layers and rewind inside segments:
+//                    exact to float precision at any depth, memory O(depth / k)
 #pragma once
 
 #include <string>
@@ -22,6 +24,10 @@ struct strict {
 struct lossy {
   static constexpr std::string_view name = "lossy";
   static constexpr bool checks_budget = false;
+};
+struct checkpointed {
+  static constexpr std::string_view name = "checkpointed";
+  static constexpr bool checks_budget = false;  // segments keep every rewind inside the budget
 };
 }  // namespace policy
 

@@ -36,9 +36,16 @@
 
 namespace rwd::cpu {
 
-enum class mode { stored, reversible };
+/// How the gradient is computed.
+///   stored        standard backprop: keeps every layer's buffers
+///   reversible    keeps the endpoint only and rewinds; exact within the budget L*
+///   checkpointed  keeps the state every k layers (k <= L*/2) and rewinds inside each segment
+///                 from its stored top: exact to float precision at any depth, O(depth/k) memory
+enum class mode { stored, reversible, checkpointed };
 
-inline std::string_view to_string(mode m) { return m == mode::stored ? "stored" : "reversible"; }
+inline std::string_view to_string(mode m) {
+  return m == mode::stored ? "stored" : m == mode::reversible ? "reversible" : "checkpointed";
+}
 
 struct options {
   std::size_t width = 0, batch = 0, classes = 10;
@@ -49,6 +56,9 @@ struct options {
   // maps start with small slopes (as residual branches usually do): a slope near +1 already
   // divides the budget by ten (see rwd::budget with a declared slope).
   double output_init_scale = 0.02;
+  // mode::checkpointed stores the state every this many layers; 0 chooses floor(L*/2) from the
+  // block's budget in the model's scalar type (16 when the block's budget is data-dependent).
+  std::size_t checkpoint_every = 0;
 };
 
 /// Bytes of a training step's activations and workspaces, besides parameters, their gradients
@@ -63,8 +73,8 @@ struct memory_plan {
 /// What the audit reports: how well the rewind reconstructs and how close the two gradients are.
 struct audit_report {
   std::vector<double> layer_error;  // relative error of the reconstructed input of each layer
-  double cosine = 0;                // between the reversible and the stored gradient
-  double max_rel_error = 0;         // max |rev - stored| / max |stored|
+  double cosine = 0;                // between the audited mode's gradient and stored backprop's
+  double max_rel_error = 0;         // max |audited - stored| / max |stored|
   double loss = 0;
 };
 
@@ -102,6 +112,11 @@ class model {
     });
     per_layer_ = p;
     head_offset_ = per_layer_ * depth_;
+    segment_ = o.checkpoint_every;
+    if (segment_ == 0) {
+      const budget_report b = budget<T>(Block{}, bindings);
+      segment_ = !b.known() ? 16 : b.unlimited() ? depth : std::max<std::size_t>(1, static_cast<std::size_t>(b.layers / 2));
+    }
     params_.assign(head_offset_ + o.classes * o.width + o.classes, T(0));
     grads_.assign(params_.size(), T(0));
     std::size_t pi = 0;
@@ -122,6 +137,8 @@ class model {
   /// Position of the input variable in the block's state (the order of forward()'s result).
   std::size_t input_index() const { return input_; }
   std::size_t parameters_per_layer() const { return per_layer_; }
+  /// Layers per segment of mode::checkpointed.
+  std::size_t checkpoint_every() const { return segment_; }
 
   /// Glorot-uniform weights (each map's last dense layer scaled by output_init_scale) and zero
   /// biases, from std::mt19937_64(seed) in arena order: the same on every machine.
@@ -222,13 +239,23 @@ class model {
     std::fill(grads_.begin(), grads_.end(), T(0));
     states st(*this);
     st.load(batch, input_);
-    std::vector<buffer<T>> tape;
+    std::vector<buffer<T>> tape;  // stored: per update; checkpointed: the state at layers k, 2k, ...
     if (m == mode::stored) tape.reserve(depth_ * Block::size);
-    for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, m == mode::stored ? &tape : nullptr);
+    for (std::size_t l = 0; l < depth_; ++l) {
+      if (m == mode::checkpointed && l > 0 && l % segment_ == 0) tape.push_back(st.save(tracker_));
+      forward_layer(l, st, m == mode::stored ? &tape : nullptr);
+    }
     const T loss = head(st, labels);
     for (std::size_t l = depth_; l-- > 0;) {
-      if (m == mode::stored) backward_layer_stored(l, st, tape);
-      else rewind_layer(l, st, true);
+      if (m == mode::stored) {
+        backward_layer_stored(l, st, tape);
+        continue;
+      }
+      if (m == mode::checkpointed && l + 1 < depth_ && (l + 1) % segment_ == 0) {  // a segment's top:
+        st.restore(tape.back());  // the stored state replaces the rewound one, so errors never
+        tape.pop_back();          // accumulate over more than one segment
+      }
+      rewind_layer(l, st, true);
     }
     input_grad_.assign(st.b[input_].data(), st.b[input_].data() + st.b[input_].size());
     return loss;
@@ -238,7 +265,8 @@ class model {
   /// Reversible: the state and cotangents, plus the largest of the head's logits and any update's
   /// workspace (its maps' buffers and its map steps' buffers). Stored: the state and cotangents,
   /// the whole tape, plus the largest of the logits and, for each update of the top layer, its
-  /// map steps' buffers less the tape of the updates after it (freed by then).
+  /// map steps' buffers less the tape of the updates after it (freed by then). Checkpointed: the
+  /// reversible plan plus one stored state per segment boundary below the top.
   memory_plan plan(mode m) const {
     const std::size_t wb = o_.width * o_.batch, bytes = sizeof(T);
     memory_plan p;
@@ -255,7 +283,9 @@ class model {
       widest = std::max(widest, ws);
       freed += static_cast<long long>(entry);
     });
-    p.tape_bytes = m == mode::stored ? depth_ * tape * bytes : 0;
+    p.tape_bytes = m == mode::stored         ? depth_ * tape * bytes
+                   : m == mode::checkpointed ? (depth_ - 1) / segment_ * ns * wb * bytes
+                                             : 0;
     p.workspace_bytes = static_cast<std::size_t>(widest) * bytes;
     return p;
   }
@@ -279,13 +309,14 @@ class model {
     params_ = std::move(values);
   }
 
-  /// Runs both modes on the same weights and batch and measures the rewind's reconstruction
-  /// error per layer: the audit that shows the budget's cliff instead of hiding it.
-  audit_report audit(std::span<const T> batch, std::span<const int> labels) {
+  /// Runs stored backprop and mode m (reversible by default) on the same weights and batch, and
+  /// measures the rewind's reconstruction error per layer: the audit that shows the budget's
+  /// cliff instead of hiding it.
+  audit_report audit(std::span<const T> batch, std::span<const int> labels, mode m = mode::reversible) {
     audit_report r;
     r.loss = loss_and_gradient(batch, labels, mode::stored);
     const std::vector<T> stored(grads_.begin(), grads_.end());
-    loss_and_gradient(batch, labels, mode::reversible);
+    loss_and_gradient(batch, labels, m);
     double dot = 0, ns2 = 0, nr2 = 0, scale = 0, worst = 0;
     for (std::size_t i = 0; i < stored.size(); ++i) {
       const double s = stored[i], v = grads_[i];
@@ -338,6 +369,16 @@ class model {
       std::vector<std::vector<T>> out(ns);
       for (std::size_t k = 0; k < ns; ++k) out[k].assign(s[k].data(), s[k].data() + s[k].size());
       return out;
+    }
+    buffer<T> save(memory_tracker& t) const {
+      const std::size_t n = s[0].size();
+      buffer<T> b(t, ns * n);
+      for (std::size_t k = 0; k < ns; ++k) std::copy_n(s[k].data(), n, b.data() + k * n);
+      return b;
+    }
+    void restore(const buffer<T>& b) {
+      const std::size_t n = s[0].size();
+      for (std::size_t k = 0; k < ns; ++k) std::copy_n(b.data() + k * n, n, s[k].data());
     }
     std::vector<T> flat() const {
       std::vector<T> out;
@@ -665,7 +706,7 @@ class model {
   env bindings_;
   std::size_t input_ = 0, output_ = 0;
   std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset_{};
-  std::size_t per_layer_ = 0, head_offset_ = 0;
+  std::size_t per_layer_ = 0, head_offset_ = 0, segment_ = 1;
   std::vector<T> params_, grads_, input_grad_;
   std::array<T, n_params == 0 ? 1 : n_params> scalars_{};
   memory_tracker tracker_;
