@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cpu/checkpoint.hpp"
+#include "cpu/exact.hpp"
 #include "cpu/memory.hpp"
 #include "cpu/model.hpp"
 #include "cpu/optim.hpp"
