@@ -41,7 +41,8 @@ int run_budget(const budget_options& o) {
   for (double mu : o.mus)
     if (!(mu > 0 && mu < 1)) throw rwd::error("rewind: every mu of --mus must be in (0, 1)");
   for (const auto& p : o.policies)
-    if (p != "reversible" && p != "checkpointed") throw rwd::error("rewind: --policies takes reversible and/or checkpointed");
+    if (p != "reversible" && p != "checkpointed" && p != "exact")
+      throw rwd::error("rewind: --policies takes reversible, checkpointed and/or exact");
   fmt::print("rewind budget: momentum, width {}, batch {}, {}; each policy's gradient against stored backprop\n", o.width,
              o.batch, o.dtype);
   fmt::print("('!' marks a depth beyond the predicted budget L*)\n\n{:>13} {:>6} {:>6} {:>8} {:>12} {:>12}\n", "policy", "mu",

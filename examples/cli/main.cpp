@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
   memory_options mo;
   auto* me = app.add_subcommand("memory", "activation memory and step time against depth, stored and reversible");
   me->add_option("--depths", mo.depths, "depths, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
-  me->add_option("--modes", mo.modes, "stored, reversible and/or checkpointed, comma-separated")
-      ->delimiter(',')->check(CLI::IsMember({"stored", "reversible", "checkpointed"}));
+  me->add_option("--modes", mo.modes, "stored, reversible, checkpointed and/or exact, comma-separated")
+      ->delimiter(',')->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact"}));
   me->add_option("--batch", mo.batch, "batch size")->check(CLI::PositiveNumber);
   me->add_option("--width", mo.width, "state width")->check(CLI::PositiveNumber);
   me->add_option("--mu", mo.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   bu->add_option("--depths", bo.depths, "depths, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
   bu->add_option("--dtype", bo.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
   bu->add_option("--policies", bo.policies, "reversible and/or checkpointed, comma-separated")
-      ->delimiter(',')->check(CLI::IsMember({"reversible", "checkpointed"}));
+      ->delimiter(',')->check(CLI::IsMember({"reversible", "checkpointed", "exact"}));
   bu->add_option("--batch", bo.batch, "batch size")->check(CLI::PositiveNumber);
   bu->add_option("--width", bo.width, "state width")->check(CLI::PositiveNumber);
   bu->add_option("--json", bo.json, "write the results as JSON (CSV and PNG beside it)");
@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
   auto* ta = app.add_subcommand("train", "train on Fashion-MNIST (or a built-in synthetic problem), both modes on one schedule");
   ta->add_option("--depth", trn.depth, "layers")->check(CLI::PositiveNumber);
   ta->add_option("--mu", trn.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
-  ta->add_option("--mode", trn.mode, "stored, reversible, checkpointed or both (stored and reversible)")
-      ->check(CLI::IsMember({"stored", "reversible", "checkpointed", "both"}));
+  ta->add_option("--mode", trn.mode, "stored, reversible, checkpointed, exact or both (stored and reversible)")
+      ->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact", "both"}));
   ta->add_option("--epochs", trn.epochs, "epochs")->check(CLI::PositiveNumber);
   ta->add_option("--batch", trn.batch, "batch size")->check(CLI::PositiveNumber);
   ta->add_option("--lr", trn.lr, "Adam learning rate")->check(CLI::PositiveNumber);

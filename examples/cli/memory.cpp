@@ -16,7 +16,7 @@ namespace {
 struct row {
   std::size_t depth = 0;
   int mode = 0;
-  double step_ms = 0, plan = 0, peak = 0, rss = 0, gflops = 0;
+  double step_ms = 0, plan = 0, peak = 0, rss = 0, gflops = 0, ledger = 0;  // ledger: bytes (exact mode)
 };
 
 double since(std::chrono::steady_clock::time_point t0) {
@@ -59,6 +59,7 @@ row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   // a layer's forward is 4*W*H*B flops, its backward twice that, the rewind one forward more
   const double per_layer = 4.0 * o.width * hidden * static_cast<double>(o.batch);
   r.gflops = depth * per_layer * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
+  if (m == rwd::cpu::mode::exact) r.ledger = static_cast<double>(model.last_exact().ledger_bytes_peak);
   return r;
 }
 
@@ -94,9 +95,9 @@ row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, const
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw rwd::error("rewind: cannot start " + cmd);
   row r{};
-  const int got = std::fscanf(p, "%zu %d %lf %lf %lf %lf %lf", &r.depth, &r.mode, &r.step_ms, &r.plan, &r.peak, &r.rss,
-                              &r.gflops);
-  if (pclose(p) != 0 || got != 7) throw rwd::error(fmt::format("rewind: the measurement at depth {} failed", depth));
+  const int got = std::fscanf(p, "%zu %d %lf %lf %lf %lf %lf %lf", &r.depth, &r.mode, &r.step_ms, &r.plan, &r.peak, &r.rss,
+                              &r.gflops, &r.ledger);
+  if (pclose(p) != 0 || got != 8) throw rwd::error(fmt::format("rewind: the measurement at depth {} failed", depth));
   return r;
 }
 }  // namespace
@@ -105,7 +106,7 @@ int run_memory(const memory_options& o, const std::string& self) {
   rwd::cpu::set_threads(o.threads);
   if (o.child) {
     const row r = measure(o.depths.at(0), static_cast<rwd::cpu::mode>(o.child_mode), o);
-    fmt::print("{} {} {} {} {} {} {}\n", r.depth, r.mode, r.step_ms, r.plan, r.peak, r.rss, r.gflops);
+    fmt::print("{} {} {} {} {} {} {} {}\n", r.depth, r.mode, r.step_ms, r.plan, r.peak, r.rss, r.gflops, r.ledger);
     return 0;
   }
   const double gemm = gemm_gflops(o);
@@ -123,6 +124,11 @@ int run_memory(const memory_options& o, const std::string& self) {
       rows.push_back(r);
       fmt::print("{:>6} {:>11} {:>10.1f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>7.0f}%\n", d, rwd::cpu::to_string(m),
                  r.step_ms, r.plan / 1e6, r.peak / 1e6, r.rss / 1e6, r.gflops, 100 * r.gflops / gemm);
+      if (m == rwd::cpu::mode::exact) {
+        const double elements = 2.0 * o.width * o.batch, ideal = d * std::log2(1 / o.mu) / 8;  // v's bits, over x and v
+        fmt::print("{:>6} {:>11} ledger {:.2f} bytes per element (L log2(1/mu) / 8 = {:.2f} for v, {:.2f} over x and v)\n", "",
+                   "", r.ledger / elements, ideal, ideal / 2);
+      }
       std::fflush(stdout);
     }
   const std::size_t k = o.modes.size();
@@ -146,8 +152,8 @@ int run_memory(const memory_options& o, const std::string& self) {
     const auto mode = rwd::cpu::to_string(static_cast<rwd::cpu::mode>(r.mode));
     json += fmt::format(
         "  {{\"depth\": {}, \"mode\": \"{}\", \"activation_bytes_plan\": {:.0f}, \"activation_bytes_peak\": {:.0f}, "
-        "\"rss_peak_bytes\": {:.0f}, \"step_ms_median\": {}, \"gflops\": {}}}{}\n",
-        r.depth, mode, r.plan, r.peak, r.rss, json_number(r.step_ms), json_number(r.gflops), i + 1 < rows.size() ? "," : "");
+        "\"rss_peak_bytes\": {:.0f}, \"step_ms_median\": {}, \"gflops\": {}, \"ledger_bytes\": {:.0f}}}{}\n",
+        r.depth, mode, r.plan, r.peak, r.rss, json_number(r.step_ms), json_number(r.gflops), r.ledger, i + 1 < rows.size() ? "," : "");
     csv += fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f}\n", r.depth, mode, r.plan, r.peak, r.rss, r.step_ms, r.gflops);
   }
   json += " ]}\n";

@@ -37,7 +37,8 @@ inline rwd::cpu::mode parse_mode(const std::string& name) {
   if (name == "stored") return rwd::cpu::mode::stored;
   if (name == "reversible") return rwd::cpu::mode::reversible;
   if (name == "checkpointed") return rwd::cpu::mode::checkpointed;
-  throw rwd::error("rewind: unknown mode '" + name + "' (stored, reversible or checkpointed)");
+  if (name == "exact") return rwd::cpu::mode::exact;
+  throw rwd::error("rewind: unknown mode '" + name + "' (stored, reversible, checkpointed or exact)");
 }
 
 // --- files ---------------------------------------------------------------------------------------

@@ -85,8 +85,8 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
 }  // namespace
 
 int run_train(const train_options& o) {
-  if (o.mode != "stored" && o.mode != "reversible" && o.mode != "checkpointed" && o.mode != "both")
-    throw rwd::error("rewind: --mode is stored, reversible, checkpointed or both");
+  if (o.mode != "stored" && o.mode != "reversible" && o.mode != "checkpointed" && o.mode != "exact" && o.mode != "both")
+    throw rwd::error("rewind: --mode is stored, reversible, checkpointed, exact or both");
   if (o.depth == 0 || o.batch == 0 || o.epochs == 0) throw rwd::error("rewind: --depth, --batch and --epochs are at least 1");
   if (!(o.mu > 0 && o.mu <= 1)) throw rwd::error("rewind: --mu must be in (0, 1]");
   split data;
@@ -103,8 +103,8 @@ int run_train(const train_options& o) {
              o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
              o.epochs, o.seed);
   std::vector<epoch_row> rows;
-  for (const char* m : {"stored", "reversible", "checkpointed"})
-    if ((o.mode == "both" && std::string(m) != "checkpointed") || o.mode == m) {
+  for (const char* m : {"stored", "reversible", "checkpointed", "exact"})
+    if ((o.mode == "both" && (std::string(m) == "stored" || std::string(m) == "reversible")) || o.mode == m) {
       auto r = train_one(data, parse_mode(m), o);
       rows.insert(rows.end(), r.begin(), r.end());
     }
@@ -135,7 +135,7 @@ int run_train(const train_options& o) {
   }
   json += " ],\n \"final\": {";
   bool first = true;
-  for (const char* m : {"stored", "reversible", "checkpointed"}) {
+  for (const char* m : {"stored", "reversible", "checkpointed", "exact"}) {
     double acc = -1;
     for (const auto& r : rows)
       if (r.mode == m) acc = r.test_acc;

@@ -36,7 +36,8 @@
 #define REWIND_E007                                                                              \
   "rewind E007 (budget): the network is deeper than the rewind budget L* of its scalar type: " \
   "the reversible gradient would be rounding noise; reduce the depth, use a wider scalar, "    \
-  "store the state every few layers with policy::checkpointed, or say so with policy::lossy"
+  "store the state every few layers with policy::checkpointed, rewind in fixed point with "   \
+  "policy::exact, or say so with policy::lossy"
 #define REWIND_E008                                                                              \
   "rewind E008 (map shape): the last dense layer of a learned map must be dense_same, so that " \
   "the map's output has the width of the state it is added to"

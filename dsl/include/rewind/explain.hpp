@@ -11,6 +11,7 @@
 #include "adjoint.hpp"
 #include "budget.hpp"
 #include "inverse.hpp"
+#include "network.hpp"
 
 namespace rwd {
 
@@ -114,6 +115,10 @@ std::string explain(Block b, const env& bindings = {}, std::string_view title = 
   out += detail::budget_line<float>(b, bindings);
   out += detail::budget_line<double>(b, bindings);
   out += detail::budget_line<bfloat16>(b, bindings);
+  if (const double bits = exact_ledger_bits(b, bindings); bits > 0)
+    out += "exact rewind (policy::exact): the ledger gains " + detail::format_double(bits, 4) +
+           " bits per element per layer: " + detail::format_double(bits * 1024 / 8, 5) +
+           " bytes per element at depth 1024\n";
   return out;
 }
 

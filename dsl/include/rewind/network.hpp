@@ -8,6 +8,9 @@
 //   policy::lossy    over budget on purpose (to measure the cliff, say); nothing is checked
 //   policy::checkpointed  store the state every k <= L*/2 layers and rewind inside segments:
 //                    exact to float precision at any depth, memory O(depth / k)
+//   policy::exact    hold the state in fixed point and multiply by each rational alpha through an
+//                    information ledger: a bit-exact rewind at any depth, the ledger growing by
+//                    log2(d/n) bits per element per layer (exact_ledger_bits below)
 #pragma once
 
 #include <string>
@@ -28,6 +31,10 @@ struct lossy {
 struct checkpointed {
   static constexpr std::string_view name = "checkpointed";
   static constexpr bool checks_budget = false;  // segments keep every rewind inside the budget
+};
+struct exact {
+  static constexpr std::string_view name = "exact";
+  static constexpr bool checks_budget = false;  // the rewind is bit-exact at any depth
 };
 }  // namespace policy
 
@@ -66,6 +73,21 @@ inline std::string e007_runtime(std::string_view scalar, std::size_t depth, cons
          format_double(b.rate, 6) + " per layer)";
 }
 }  // namespace detail
+
+/// Bits the information ledger of policy::exact gains per layer, summed over the state variables
+/// (per element of each): log2(d/n) for every update s <- (n/d) s + g with n < d.
+template <class Block>
+constexpr double exact_ledger_bits(Block, const env& bindings = {}) {
+  double bits = 0;
+  hana::for_each(Block::updates(), [&](auto u) {
+    using U = decltype(u);
+    if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
+      const double a = cmath::abs(scalar_value(typename U::alpha{}, bindings));
+      if (a < 1) bits += cmath::log(1 / a) / cmath::ln2;
+    }
+  });
+  return bits;
+}
 
 /// A network of `stack` in scalar type Scalar under Policy, runtime scalars from `bindings`.
 template <class Scalar, class Policy = policy::strict, class Block, std::size_t Depth>

@@ -57,13 +57,18 @@ class ledger {
       len_[i] = n + 1;
     }
   }
-  /// digit = L mod m, L = L div m, for element i.
+  /// digit = L mod m, L = L div m, for element i (m < 2^32: two 64-bit divisions per word).
   std::uint64_t pop(std::size_t i, std::uint64_t m) {
-    uint128 rem = 0;
+    std::uint64_t rem = 0;
     for (std::size_t w = len_[i]; w-- > 0;) {
-      const uint128 cur = (rem << 64) | planes_[w][i];
-      planes_[w][i] = static_cast<std::uint64_t>(cur / m);
-      rem = cur % m;
+      const std::uint64_t word = planes_[w][i];
+      const std::uint64_t hi = (rem << 32) | (word >> 32);
+      const std::uint64_t qh = hi / m;
+      rem = hi - qh * m;
+      const std::uint64_t lo = (rem << 32) | (word & 0xffffffffu);
+      const std::uint64_t ql = lo / m;
+      rem = lo - ql * m;
+      planes_[w][i] = (qh << 32) | ql;
     }
     while (len_[i] > 0 && planes_[len_[i] - 1][i] == 0) --len_[i];
     return static_cast<std::uint64_t>(rem);
@@ -91,7 +96,7 @@ class ledger {
   std::vector<buffer<std::uint64_t>> planes_;
 };
 
-/// s -> (n/d) s exactly, the information that does not fit pushed into the ledger.
+/// s -> (n/d) s exactly, the information that does not fit pushed into the ledger (n, d < 2^32).
 inline std::int64_t multiply_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
   std::int64_t q, r;
   floor_divmod(s, d, q, r);

@@ -29,6 +29,7 @@
 #include <rewind/rewind.hpp>
 
 #include "checkpoint.hpp"
+#include "exact.hpp"
 #include "lower.hpp"
 #include "maps.hpp"
 #include "memory.hpp"
@@ -41,11 +42,29 @@ namespace rwd::cpu {
 ///   reversible    keeps the endpoint only and rewinds; exact within the budget L*
 ///   checkpointed  keeps the state every k layers (k <= L*/2) and rewinds inside each segment
 ///                 from its stored top: exact to float precision at any depth, O(depth/k) memory
-enum class mode { stored, reversible, checkpointed };
+///   exact         holds the state in fixed point and multiplies by each rational alpha = n/d
+///                 through an information ledger (exact.hpp): the rewind reconstructs every bit
+///                 at any depth; the gradient is exact to the precision of T
+enum class mode { stored, reversible, checkpointed, exact };
 
 inline std::string_view to_string(mode m) {
-  return m == mode::stored ? "stored" : m == mode::reversible ? "reversible" : "checkpointed";
+  switch (m) {
+    case mode::stored: return "stored";
+    case mode::reversible: return "reversible";
+    case mode::checkpointed: return "checkpointed";
+    case mode::exact: return "exact";
+  }
+  return "?";
 }
+
+/// What the last exact-mode step saw: whether the rewind gave back the input bit for bit, and the
+/// ledger's size at its largest.
+struct exact_report {
+  bool bit_exact = false;
+  std::size_t ledger_planes = 0;      // words per element at the peak (planes allocated)
+  std::size_t ledger_bytes_peak = 0;  // planes * elements * 8
+  double ledger_bits_per_element = 0; // words in use at the top of the stack, averaged, * 64
+};
 
 struct options {
   std::size_t width = 0, batch = 0, classes = 10;
@@ -59,6 +78,9 @@ struct options {
   // mode::checkpointed stores the state every this many layers; 0 chooses floor(L*/2) from the
   // block's budget in the model's scalar type (16 when the block's budget is data-dependent).
   std::size_t checkpoint_every = 0;
+  // mode::exact: fractional bits of the fixed-point state; values must stay within +-2^(52 - F)
+  // (checked: a value outside is an error, never a wrong gradient).
+  int exact_fraction_bits = 32;
 };
 
 /// Bytes of a training step's activations and workspaces, besides parameters, their gradients
@@ -112,6 +134,9 @@ class model {
     });
     per_layer_ = p;
     head_offset_ = per_layer_ * depth_;
+    if (o.exact_fraction_bits < 0 || o.exact_fraction_bits > 52) throw error("rewind: exact_fraction_bits is in [0, 52]");
+    fixed_scale_ = std::ldexp(1.0, o.exact_fraction_bits);
+    fixed_unit_ = std::ldexp(1.0, -o.exact_fraction_bits);
     segment_ = o.checkpoint_every;
     if (segment_ == 0) {
       const budget_report b = budget<T>(Block{}, bindings);
@@ -237,6 +262,7 @@ class model {
     check_labels(labels);
     check_parameters();
     std::fill(grads_.begin(), grads_.end(), T(0));
+    if (m == mode::exact) return loss_and_gradient_exact(batch, labels);
     states st(*this);
     st.load(batch, input_);
     std::vector<buffer<T>> tape;  // stored: per update; checkpointed: the state at layers k, 2k, ...
@@ -260,6 +286,9 @@ class model {
     input_grad_.assign(st.b[input_].data(), st.b[input_].data() + st.b[input_].size());
     return loss;
   }
+
+  /// What the last exact-mode step measured.
+  const exact_report& last_exact() const { return exact_; }
 
   /// The closed-form memory of one loss_and_gradient in mode m (see the top of this file).
   /// Reversible: the state and cotangents, plus the largest of the head's logits and any update's
@@ -287,6 +316,21 @@ class model {
                    : m == mode::checkpointed ? (depth_ - 1) / segment_ * ns * wb * bytes
                                              : 0;
     p.workspace_bytes = static_cast<std::size_t>(widest) * bytes;
+    if (m == mode::exact) {  // + the fixed-point state, a g buffer, and a bound on the ledger
+      p.state_bytes += ns * wb * sizeof(std::int64_t);
+      p.workspace_bytes += wb * bytes;
+      double bits = 0;
+      hana::for_each(Block::updates(), [&](auto u) {
+        using U = decltype(u);
+        if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
+          const rational a = exact_coefficient<U>();
+          if (a.num != a.den) bits = std::max(bits, std::log2(static_cast<double>(std::max(a.num, a.den))));
+        }
+      });
+      const double per_layer = exact_ledger_bits(Block{}, bindings_);
+      const auto planes = static_cast<std::size_t>(std::ceil((depth_ * per_layer + 2 * bits + 1) / 64.0)) + 1;
+      p.tape_bytes = planes * ns * wb * sizeof(std::uint64_t);
+    }
     return p;
   }
 
@@ -660,6 +704,105 @@ class model {
     });
   }
 
+  // --- exact mode --------------------------------------------------------------------------------
+  struct fixed_state {
+    std::array<buffer<std::int64_t>, ns> s;
+    ledger book;
+    fixed_state(model& m) : book(m.tracker_, ns * m.o_.width * m.o_.batch) {
+      for (auto& b : s) {
+        b = buffer<std::int64_t>(m.tracker_, m.o_.width * m.o_.batch);
+        std::fill_n(b.data(), b.size(), std::int64_t{0});
+      }
+    }
+  };
+
+  /// alpha = n/d of update U, exactly: its rational constant, or its runtime value rationalised.
+  template <class U>
+  rational exact_coefficient() const {
+    if constexpr (constant_expression<typename U::alpha>) return U::alpha::value;
+    else if constexpr (coefficient_kind_of<U>() == coefficient_kind::runtime)
+      return rationalise(scalar_value(typename U::alpha{}, bindings_));
+    else throw error("rewind: exact mode needs constant or runtime-scalar coefficients; " + U::text() + " computes alpha from the data");
+  }
+
+  std::int64_t to_fixed(double x) const {
+    const double scaled = x * fixed_scale_;
+    constexpr double limit = 0x1p52;
+    if (!(std::abs(scaled) < limit)) [[unlikely]]
+      throw error("rewind: exact mode: a state value (" + std::to_string(x) + ") leaves the fixed-point range +-2^" +
+                  std::to_string(52 - o_.exact_fraction_bits) + " of " + std::to_string(o_.exact_fraction_bits) +
+                  " fractional bits (lower options.exact_fraction_bits, or scale the data)");
+    return static_cast<std::int64_t>(std::llrint(scaled));  // round to nearest even, deterministic
+  }
+  T from_fixed(std::int64_t v) const { return static_cast<T>(static_cast<double>(v) * fixed_unit_); }
+
+  /// One update in fixed point, forward (s <- alpha*s + round(g)) or rewound.
+  template <class U>
+  void exact_update(std::size_t l, states& st, fixed_state& fx, bool forward, bool with_adjoint) {
+    using P = update_plan<U>;
+    using Layout = typename P::Layout;
+    const std::size_t wb = o_.width * o_.batch;
+    const auto n = static_cast<Eigen::Index>(wb);
+    update_frame<U> uf;
+    bind(uf, st);
+    buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0) + o_.width) * o_.batch);
+    T* g = place_calls(uf, ws.data());
+    T* steps = g + wb;
+    compute_calls(l, uf);  // from the shadow of the state; g does not read the target
+    Eigen::Map<array>(g, n) = lower<Layout, typename U::g, T>(uf.f, n);
+    const rational a = exact_coefficient<U>();
+    const bool scales = !(a.num == 1 && a.den == 1);
+    constexpr std::size_t t = Layout::template state_index<typename U::target>;
+    std::int64_t* s = fx.s[t].data();
+    T* shadow = st.s[t].data();
+    for (std::size_t i = 0; i < wb; ++i) {
+      if (!std::isfinite(g[i])) throw error("rewind: exact mode: a map output is not finite");
+      const std::int64_t G = to_fixed(static_cast<double>(g[i]));
+      std::int64_t v = s[i];
+      if (forward) {
+        if (scales) v = multiply_exact(v, a.num, a.den, fx.book, t * wb + i);
+        v += G;
+      } else {
+        v -= G;
+        if (scales) v = divide_exact(v, a.num, a.den, fx.book, t * wb + i);
+      }
+      if (v >= (std::int64_t{1} << 52) || v <= -(std::int64_t{1} << 52)) [[unlikely]]
+        to_fixed(static_cast<double>(v) * fixed_unit_);  // throws, naming the value
+      s[i] = v;
+      shadow[i] = from_fixed(v);
+    }
+    if (with_adjoint) {
+      place_steps(uf, steps);
+      apply_adjoint<U>(l, uf, st);
+    }
+  }
+
+  T loss_and_gradient_exact(std::span<const T> batch, std::span<const int> labels) {
+    const std::size_t wb = o_.width * o_.batch;
+    states st(*this);
+    fixed_state fx(*this);
+    for (std::size_t i = 0; i < wb; ++i) {
+      fx.s[input_][i] = to_fixed(static_cast<double>(batch[i]));
+      st.s[input_][i] = from_fixed(fx.s[input_][i]);
+    }
+    const std::vector<std::int64_t> start(fx.s[input_].data(), fx.s[input_].data() + wb);
+    for (std::size_t l = 0; l < depth_; ++l)
+      hana::for_each(Block::updates(), [&](auto u) { exact_update<decltype(u)>(l, st, fx, true, false); });
+    exact_.ledger_planes = fx.book.planes();
+    exact_.ledger_bytes_peak = fx.book.planes() * ns * wb * sizeof(std::uint64_t);
+    exact_.ledger_bits_per_element = 64.0 * static_cast<double>(fx.book.words_in_use()) / static_cast<double>(ns * wb);
+    const T loss = head(st, labels);
+    for (std::size_t l = depth_; l-- > 0;)
+      hana::for_each(hana::reverse(Block::updates()), [&](auto u) { exact_update<decltype(u)>(l, st, fx, false, true); });
+    bool same = fx.book.empty() && std::equal(start.begin(), start.end(), fx.s[input_].data());
+    for (std::size_t k = 0; k < ns; ++k)
+      if (k != input_) same = same && std::all_of(fx.s[k].data(), fx.s[k].data() + wb, [](std::int64_t v) { return v == 0; });
+    exact_.bit_exact = same;
+    if (!same) throw error("rewind: exact mode: the rewind did not return the input bit for bit (a map is not deterministic?)");
+    input_grad_.assign(st.b[input_].data(), st.b[input_].data() + wb);
+    return loss;
+  }
+
   checkpoint_header header() const {
     checkpoint_header h;
     h.width = o_.width;
@@ -707,10 +850,12 @@ class model {
   std::size_t input_ = 0, output_ = 0;
   std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset_{};
   std::size_t per_layer_ = 0, head_offset_ = 0, segment_ = 1;
+  double fixed_scale_ = 1, fixed_unit_ = 1;  // 2^F and 2^-F of mode::exact
   std::vector<T> params_, grads_, input_grad_;
   std::array<T, n_params == 0 ? 1 : n_params> scalars_{};
   memory_tracker tracker_;
   optimizer_state<T> optimizer_;
+  exact_report exact_;
 };
 
 }  // namespace rwd::cpu

@@ -1,0 +1,81 @@
+// mode::exact: the rewind in fixed point with the information ledger.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <rewind/cpu.hpp>
+#include <vector>
+
+using namespace rwd::literals;
+
+namespace {
+inline constexpr rwd::var<"x"> x;
+inline constexpr rwd::var<"v"> v;
+inline constexpr rwd::param<"mu"> mu;
+inline constexpr auto f = rwd::map<"f">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
+inline constexpr auto momentum = rwd::block(v = mu * v + f(x), x = x + v);
+using momentum_t = std::remove_cv_t<decltype(momentum)>;
+
+std::vector<float> batch_of(std::size_t n) {
+  std::vector<float> b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<float>((i * 37 % 101) / 101.0);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("exact: the rewind gives back the input bit for bit at depth 1024 (mu = 0.9 and 0.3)") {
+  for (double m : {0.9, 0.3}) {
+    rwd::cpu::model<float, momentum_t> model(momentum, 1024, {.width = 12, .batch = 4, .classes = 3}, rwd::env{}.set("mu", m));
+    const auto batch = batch_of(48);
+    CHECK_NOTHROW(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::exact));
+    const auto& r = model.last_exact();
+    CAPTURE(m);
+    CHECK(r.bit_exact);
+    // the ledger: about log2(1/mu) bits per element of v per layer, spilled over several words
+    const double expected_bits = 1024 * std::log2(1 / m) / 2;  // averaged over both state variables
+    CHECK(r.ledger_bits_per_element >= 0.9 * expected_bits);
+    CHECK(r.ledger_bits_per_element <= 1.2 * expected_bits + 64);
+    CHECK(r.ledger_planes >= static_cast<std::size_t>(1024 * std::log2(1 / m) / 64));
+    CHECK(model.memory().peak() <= model.plan(rwd::cpu::mode::exact).total());
+    CHECK(model.plan(rwd::cpu::mode::exact).tape_bytes <= r.ledger_bytes_peak + 2 * 8 * 48);  // the bound is one plane loose at most
+  }
+  static_assert(rwd::network<float, rwd::policy::exact>(rwd::stack<4096>(rwd::momentum(x, v, 0.9_c, f))).depth == 4096);
+  CHECK(rwd::exact_ledger_bits(momentum, rwd::env{}.set("mu", 0.9)) == doctest::Approx(0.152003).epsilon(1e-5));
+}
+
+template <class Block>
+double exact_vs_stored64(Block b, double m, std::size_t depth) {
+  const rwd::env e = rwd::env{}.set("mu", m);
+  const rwd::cpu::options o{.width = 12, .batch = 4, .classes = 3, .seed = 5};
+  rwd::cpu::model<float, Block> fp32(b, depth, o, e);
+  rwd::cpu::model<double, Block> fp64(b, depth, o, e);
+  std::copy(fp32.parameters().begin(), fp32.parameters().end(), fp64.parameters().begin());
+  const auto batch = batch_of(48);
+  const std::vector<double> batch64(batch.begin(), batch.end());
+  const std::vector<int> labels{0, 1, 2, 0};
+  fp64.loss_and_gradient(batch64, labels, rwd::cpu::mode::stored);
+  fp32.loss_and_gradient(batch, labels, rwd::cpu::mode::exact);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < fp64.gradients().size(); ++i) {
+    worst = std::max(worst, std::abs(fp64.gradients()[i] - static_cast<double>(fp32.gradients()[i])));
+    scale = std::max(scale, std::abs(fp64.gradients()[i]));
+  }
+  // and float32 reversible on the same network has collapsed
+  const auto audit = fp32.audit(batch, labels, rwd::cpu::mode::reversible);
+  CHECK((audit.max_rel_error > 1e-2 || !std::isfinite(audit.max_rel_error)));
+  return worst / scale;
+}
+
+TEST_CASE("exact: gradients at float32 level where float32 reversible has collapsed") {
+  CHECK(exact_vs_stored64(momentum, 0.6, 128) < 1e-4);
+  CHECK(exact_vs_stored64(momentum, 0.9, 512) < 1e-4);
+}
+
+TEST_CASE("exact: a value outside the fixed-point range is an error, not a wrong gradient") {
+  rwd::cpu::model<float, momentum_t> model(momentum, 4, {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits = 48},
+                                           rwd::env{}.set("mu", 0.9));
+  auto batch = batch_of(48);
+  batch[5] = 100.f;  // 100 > 2^(52 - 48) = 16
+  CHECK_THROWS_WITH_AS(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::exact),
+                       doctest::Contains("leaves the fixed-point range"), rwd::error);
+  CHECK_NOTHROW(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::stored));
+}
