@@ -125,9 +125,8 @@ int run_memory(const memory_options& o, const std::string& self) {
       fmt::print("{:>6} {:>11} {:>10.1f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>7.0f}%\n", d, rwd::cpu::to_string(m),
                  r.step_ms, r.plan / 1e6, r.peak / 1e6, r.rss / 1e6, r.gflops, 100 * r.gflops / gemm);
       if (m == rwd::cpu::mode::exact) {
-        const double elements = 2.0 * o.width * o.batch, ideal = d * std::log2(1 / o.mu) / 8;  // v's bits, over x and v
-        fmt::print("{:>6} {:>11} ledger {:.2f} bytes per element (L log2(1/mu) / 8 = {:.2f} for v, {:.2f} over x and v)\n", "",
-                   "", r.ledger / elements, ideal, ideal / 2);
+        const double elements = 1.0 * o.width * o.batch, ideal = d * std::log2(1 / o.mu) / 8;  // v alone is scaled
+        fmt::print("{:>6} {:>11} ledger {:.2f} bytes per element of v (L log2(1/mu) / 8 = {:.2f})\n", "", "", r.ledger / elements, ideal);
       }
       std::fflush(stdout);
     }

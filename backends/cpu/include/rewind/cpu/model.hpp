@@ -63,7 +63,7 @@ struct exact_report {
   bool bit_exact = false;
   std::size_t ledger_planes = 0;      // words per element at the peak (planes allocated)
   std::size_t ledger_bytes_peak = 0;  // planes * elements * 8
-  double ledger_bits_per_element = 0; // words in use at the top of the stack, averaged, * 64
+  double ledger_bits_per_element = 0; // words in use at the top, * 64, per element of a scaled variable
 };
 
 struct options {
@@ -329,7 +329,7 @@ class model {
       });
       const double per_layer = exact_ledger_bits(Block{}, bindings_);
       const auto planes = static_cast<std::size_t>(std::ceil((depth_ * per_layer + 2 * bits + 1) / 64.0)) + 1;
-      p.tape_bytes = planes * ns * wb * sizeof(std::uint64_t);
+      p.tape_bytes = planes * scaled_variables() * wb * sizeof(std::uint64_t);
     }
     return p;
   }
@@ -707,14 +707,35 @@ class model {
   // --- exact mode --------------------------------------------------------------------------------
   struct fixed_state {
     std::array<buffer<std::int64_t>, ns> s;
-    ledger book;
-    fixed_state(model& m) : book(m.tracker_, ns * m.o_.width * m.o_.batch) {
+    ledger book;  // slots only for the state variables some update scales (ledger_slot_)
+    fixed_state(model& m) : book(m.tracker_, m.scaled_variables() * m.o_.width * m.o_.batch) {
       for (auto& b : s) {
         b = buffer<std::int64_t>(m.tracker_, m.o_.width * m.o_.batch);
         std::fill_n(b.data(), b.size(), std::int64_t{0});
       }
     }
   };
+
+  /// The ledger slot of each state variable: its rank among the variables some update scales.
+  std::array<std::size_t, ns> ledger_slots() const {
+    std::array<bool, ns> scaled{};
+    hana::for_each(Block::updates(), [&](auto u) {
+      using U = decltype(u);
+      if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
+        const rational a = exact_coefficient<U>();
+        if (a.num != a.den) scaled[rwd::detail::index_in<typename U::target>(State{})] = true;
+      }
+    });
+    std::array<std::size_t, ns> slot{};
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < ns; ++k) slot[k] = scaled[k] ? next++ : ns;
+    return slot;
+  }
+  std::size_t scaled_variables() const {
+    std::size_t n = 0;
+    for (std::size_t s : ledger_slots()) n += s < ns;
+    return n;
+  }
 
   /// alpha = n/d of update U, exactly: its rational constant, or its runtime value rationalised.
   template <class U>
@@ -753,6 +774,7 @@ class model {
     const rational a = exact_coefficient<U>();
     const bool scales = !(a.num == 1 && a.den == 1);
     constexpr std::size_t t = Layout::template state_index<typename U::target>;
+    const std::size_t slot = ledger_slots()[t];
     std::int64_t* s = fx.s[t].data();
     T* shadow = st.s[t].data();
     for (std::size_t i = 0; i < wb; ++i) {
@@ -760,11 +782,11 @@ class model {
       const std::int64_t G = to_fixed(static_cast<double>(g[i]));
       std::int64_t v = s[i];
       if (forward) {
-        if (scales) v = multiply_exact(v, a.num, a.den, fx.book, t * wb + i);
+        if (scales) v = multiply_exact(v, a.num, a.den, fx.book, slot * wb + i);
         v += G;
       } else {
         v -= G;
-        if (scales) v = divide_exact(v, a.num, a.den, fx.book, t * wb + i);
+        if (scales) v = divide_exact(v, a.num, a.den, fx.book, slot * wb + i);
       }
       if (v >= (std::int64_t{1} << 52) || v <= -(std::int64_t{1} << 52)) [[unlikely]]
         to_fixed(static_cast<double>(v) * fixed_unit_);  // throws, naming the value
@@ -789,8 +811,9 @@ class model {
     for (std::size_t l = 0; l < depth_; ++l)
       hana::for_each(Block::updates(), [&](auto u) { exact_update<decltype(u)>(l, st, fx, true, false); });
     exact_.ledger_planes = fx.book.planes();
-    exact_.ledger_bytes_peak = fx.book.planes() * ns * wb * sizeof(std::uint64_t);
-    exact_.ledger_bits_per_element = 64.0 * static_cast<double>(fx.book.words_in_use()) / static_cast<double>(ns * wb);
+    exact_.ledger_bytes_peak = fx.book.planes() * scaled_variables() * wb * sizeof(std::uint64_t);
+    exact_.ledger_bits_per_element =
+        64.0 * static_cast<double>(fx.book.words_in_use()) / static_cast<double>(std::max<std::size_t>(1, scaled_variables()) * wb);
     const T loss = head(st, labels);
     for (std::size_t l = depth_; l-- > 0;)
       hana::for_each(hana::reverse(Block::updates()), [&](auto u) { exact_update<decltype(u)>(l, st, fx, false, true); });
