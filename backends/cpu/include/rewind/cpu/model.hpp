@@ -746,14 +746,16 @@ class model {
     else throw error("rewind: exact mode needs constant or runtime-scalar coefficients; " + U::text() + " computes alpha from the data");
   }
 
+  /// x in fixed point, rounded to nearest even: adding and subtracting 1.5 * 2^52 rounds a double
+  /// of magnitude below 2^51 to an integer in one exact, inline step (no libm call).
   std::int64_t to_fixed(double x) const {
     const double scaled = x * fixed_scale_;
-    constexpr double limit = 0x1p52;
+    constexpr double limit = 0x1p51, magic = 0x1.8p52;
     if (!(std::abs(scaled) < limit)) [[unlikely]]
       throw error("rewind: exact mode: a state value (" + std::to_string(x) + ") leaves the fixed-point range +-2^" +
-                  std::to_string(52 - o_.exact_fraction_bits) + " of " + std::to_string(o_.exact_fraction_bits) +
+                  std::to_string(51 - o_.exact_fraction_bits) + " of " + std::to_string(o_.exact_fraction_bits) +
                   " fractional bits (lower options.exact_fraction_bits, or scale the data)");
-    return static_cast<std::int64_t>(std::llrint(scaled));  // round to nearest even, deterministic
+    return static_cast<std::int64_t>((scaled + magic) - magic);
   }
   T from_fixed(std::int64_t v) const { return static_cast<T>(static_cast<double>(v) * fixed_unit_); }
 
@@ -777,22 +779,28 @@ class model {
     const std::size_t slot = ledger_slots()[t];
     std::int64_t* s = fx.s[t].data();
     T* shadow = st.s[t].data();
-    for (std::size_t i = 0; i < wb; ++i) {
-      if (!std::isfinite(g[i])) throw error("rewind: exact mode: a map output is not finite");
-      const std::int64_t G = to_fixed(static_cast<double>(g[i]));
-      std::int64_t v = s[i];
-      if (forward) {
-        if (scales) v = multiply_exact(v, a.num, a.den, fx.book, slot * wb + i);
-        v += G;
-      } else {
-        v -= G;
-        if (scales) v = divide_exact(v, a.num, a.den, fx.book, slot * wb + i);
+    constexpr std::int64_t bound = std::int64_t{1} << 51;
+    bool in_range = true;
+    if (!scales) {  // alpha = 1: a tight loop, s +- round(g)
+      for (std::size_t i = 0; i < wb; ++i) {
+        const std::int64_t v = forward ? s[i] + to_fixed(static_cast<double>(g[i])) : s[i] - to_fixed(static_cast<double>(g[i]));
+        in_range = in_range && v < bound && v > -bound;
+        s[i] = v;
+        shadow[i] = from_fixed(v);
       }
-      if (v >= (std::int64_t{1} << 52) || v <= -(std::int64_t{1} << 52)) [[unlikely]]
-        to_fixed(static_cast<double>(v) * fixed_unit_);  // throws, naming the value
-      s[i] = v;
-      shadow[i] = from_fixed(v);
+    } else {
+      for (std::size_t i = 0; i < wb; ++i) {
+        const std::int64_t G = to_fixed(static_cast<double>(g[i]));
+        std::int64_t v = s[i];
+        if (forward) v = multiply_exact(v, a.num, a.den, fx.book, slot * wb + i) + G;
+        else v = divide_exact(v - G, a.num, a.den, fx.book, slot * wb + i);
+        in_range = in_range && v < bound && v > -bound;
+        s[i] = v;
+        shadow[i] = from_fixed(v);
+      }
     }
+    if (!in_range) [[unlikely]]
+      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * fixed_unit_);  // throws, naming a value
     if (with_adjoint) {
       place_steps(uf, steps);
       apply_adjoint<U>(l, uf, st);
