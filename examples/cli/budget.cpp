@@ -81,7 +81,7 @@ int run_budget(const budget_options& o) {
   write_file(dat, grid);
   plot(beside(o.json, ".png"),
        "set title 'log10 relative error of the " + o.policies.front() + " gradient (" + o.dtype + ")'\n"
-       "set xlabel 'mu'\nset ylabel 'log2 depth'\nset cblabel 'log10 rel err'\nset palette rgbformulae 33,13,10\n"
+       "set offsets 0.08, 0.08, 0.6, 0.6\nset xlabel 'mu'\nset ylabel 'log2 depth'\nset cblabel 'log10 rel err'\nset palette rgbformulae 33,13,10\n"
        "plot '" + dat + "' using 1:2:3 with points pointtype 5 pointsize 6 palette notitle, "
        "'' using 1:2:(sprintf('%.1f', $3)) with labels notitle\n");
   std::filesystem::remove(dat);
