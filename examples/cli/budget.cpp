@@ -24,7 +24,7 @@ cell measure(const std::string& policy, double mu, std::size_t depth, const budg
   const rwd::env e = rwd::env{}.set("mu", mu);
   const auto net = rwd::network<T, rwd::policy::lossy>(rwd::stack(ref::momentum, depth), e);  // over budget on purpose
   rwd::cpu::model<T, ref::momentum_t> model(ref::momentum, net.depth,
-                                            {.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1}, e);
+                                            {.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true}, e);
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> pixel(0, 1);
   std::vector<T> data(o.width * o.batch);

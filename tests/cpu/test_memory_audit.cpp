@@ -14,7 +14,8 @@ using momentum_t = std::remove_cv_t<decltype(rwd::momentum(x, v, 0.9_c, f))>;
 
 template <class T, class Block>
 std::size_t measured_peak(Block b, std::size_t depth, rwd::cpu::mode m, std::size_t width = 48, std::size_t batch = 8) {
-  rwd::cpu::model<T, Block> model(b, depth, {.width = width, .batch = batch, .classes = 10});
+  // lossy: these tests measure bytes, also past the budget (momentum at depth 512)
+  rwd::cpu::model<T, Block> model(b, depth, {.width = width, .batch = batch, .classes = 10, .lossy = true});
   std::vector<T> batch_data(width * batch, T(0.25));
   std::vector<int> labels(batch, 1);
   model.memory().reset_peak();
@@ -55,7 +56,7 @@ TEST_CASE("memory: plans of other blocks hold too (expression arguments, two cal
 }
 
 TEST_CASE("memory: the reference configuration's reversible plan is under 2.5 MB") {
-  rwd::cpu::model<float, momentum_t> model(rwd::momentum(x, v, 0.9_c, f), 512, {.width = 784, .batch = 128, .classes = 10});
+  rwd::cpu::model<float, momentum_t> model(rwd::momentum(x, v, 0.9_c, f), 512, {.width = 784, .batch = 128, .classes = 10, .lossy = true});
   const auto rev = model.plan(rwd::cpu::mode::reversible), stored = model.plan(rwd::cpu::mode::stored);
   CHECK(rev.total() <= 2'500'000);
   CHECK(stored.total() >= 80 * rev.total());
@@ -73,7 +74,7 @@ TEST_CASE("audit: inside the budget the rewind is exact to float precision") {
 
 TEST_CASE("audit: outside the budget (mu = 0.6, depth 128) the collapse is reported, not hidden") {
   const auto b = rwd::momentum(x, v, 0.6_c, f);
-  rwd::cpu::model<float, std::remove_cv_t<decltype(b)>> model(b, 128, {.width = 24, .batch = 6, .classes = 4});
+  rwd::cpu::model<float, std::remove_cv_t<decltype(b)>> model(b, 128, {.width = 24, .batch = 6, .classes = 4, .lossy = true});
   std::vector<float> batch(24 * 6);
   for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37 % 101) / 101.0);
   const auto r = model.audit(batch, std::vector<int>{0, 1, 2, 3, 0, 1});
@@ -87,7 +88,7 @@ TEST_CASE("audit: outside the budget (mu = 0.6, depth 128) the collapse is repor
 TEST_CASE("checkpointed: exact past the budget (mu = 0.6, depth 128), memory as planned") {
   const auto b = rwd::momentum(x, v, 0.6_c, f);
   using model_t = rwd::cpu::model<float, std::remove_cv_t<decltype(b)>>;
-  model_t m(b, 128, {.width = 24, .batch = 6, .classes = 4});
+  model_t m(b, 128, {.width = 24, .batch = 6, .classes = 4, .lossy = true});  // lossy: for the audit at the end
   CHECK(m.checkpoint_every() == 15);  // floor(L* / 2), L* = 31.2 in float32
   std::vector<float> batch(24 * 6);
   for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37 % 101) / 101.0);
@@ -121,4 +122,21 @@ TEST_CASE("checkpointed: an explicit segment length and the policy in the networ
   m.loss_and_gradient(batch, labels, rwd::cpu::mode::checkpointed);
   CHECK(m.memory().peak() == m.plan(rwd::cpu::mode::checkpointed).total());
   CHECK(m.plan(rwd::cpu::mode::checkpointed).tape_bytes == 3 * 2 * 8 * 2 * 4);  // states at layers 3, 6, 9
+}
+
+TEST_CASE("over budget: mode::reversible is refused with E007 unless lossy; checkpointed and exact are not") {
+  const auto b = rwd::momentum(x, v, 0.6_c, f);  // L* = 31 in float32
+  using model_t = rwd::cpu::model<float, std::remove_cv_t<decltype(b)>>;
+  std::vector<float> batch(8 * 2, 0.5f);
+  const std::vector<int> labels{0, 1};
+  model_t strict(b, 40, {.width = 8, .batch = 2, .classes = 2});
+  CHECK(strict.budget().layers == 31);
+  CHECK_THROWS_WITH_AS(strict.loss_and_gradient(batch, labels, rwd::cpu::mode::reversible), doctest::Contains("rewind E007"), rwd::error);
+  CHECK_NOTHROW(strict.loss_and_gradient(batch, labels, rwd::cpu::mode::checkpointed));
+  CHECK_NOTHROW(strict.loss_and_gradient(batch, labels, rwd::cpu::mode::exact));
+  CHECK_NOTHROW(strict.loss_and_gradient(batch, labels, rwd::cpu::mode::stored));
+  model_t inside(b, 31, {.width = 8, .batch = 2, .classes = 2});
+  CHECK_NOTHROW(inside.loss_and_gradient(batch, labels, rwd::cpu::mode::reversible));
+  model_t lossy(b, 40, {.width = 8, .batch = 2, .classes = 2, .lossy = true});
+  CHECK_NOTHROW(lossy.loss_and_gradient(batch, labels, rwd::cpu::mode::reversible));
 }

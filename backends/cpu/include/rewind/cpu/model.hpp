@@ -81,6 +81,9 @@ struct options {
   // mode::exact: fractional bits of the fixed-point state; values must stay within +-2^(52 - F)
   // (checked: a value outside is an error, never a wrong gradient).
   int exact_fraction_bits = 32;
+  // mode::reversible deeper than the budget L* of T is refused (rewind E007) unless this says the
+  // garbage is wanted on purpose: to measure the cliff, or time a step regardless of its gradient.
+  bool lossy = false;
 };
 
 /// Bytes of a training step's activations and workspaces, besides parameters, their gradients
@@ -137,9 +140,10 @@ class model {
     if (o.exact_fraction_bits < 0 || o.exact_fraction_bits > 52) throw error("rewind: exact_fraction_bits is in [0, 52]");
     fixed_scale_ = std::ldexp(1.0, o.exact_fraction_bits);
     fixed_unit_ = std::ldexp(1.0, -o.exact_fraction_bits);
+    budget_ = rwd::budget<T>(Block{}, bindings);
     segment_ = o.checkpoint_every;
     if (segment_ == 0) {
-      const budget_report b = budget<T>(Block{}, bindings);
+      const budget_report& b = budget_;
       segment_ = !b.known() ? 16 : b.unlimited() ? depth : std::max<std::size_t>(1, static_cast<std::size_t>(b.layers / 2));
     }
     params_.assign(head_offset_ + o.classes * o.width + o.classes, T(0));
@@ -162,6 +166,8 @@ class model {
   /// Position of the input variable in the block's state (the order of forward()'s result).
   std::size_t input_index() const { return input_; }
   std::size_t parameters_per_layer() const { return per_layer_; }
+  /// The block's rewind budget in T, with this model's runtime scalars.
+  const budget_report& budget() const { return budget_; }
   /// Layers per segment of mode::checkpointed.
   std::size_t checkpoint_every() const { return segment_; }
 
@@ -263,6 +269,9 @@ class model {
     check_parameters();
     std::fill(grads_.begin(), grads_.end(), T(0));
     if (m == mode::exact) return loss_and_gradient_exact(batch, labels);
+    if (m == mode::reversible && !o_.lossy && budget_.known() && static_cast<long long>(depth_) > budget_.layers)
+      throw error(rwd::detail::e007_runtime(scalar_traits<T>::name, depth_, budget_) +
+                  "; in this model: use mode::checkpointed or mode::exact, or options.lossy");
     states st(*this);
     st.load(batch, input_);
     std::vector<buffer<T>> tape;  // stored: per update; checkpointed: the state at layers k, 2k, ...
@@ -882,6 +891,7 @@ class model {
   std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset_{};
   std::size_t per_layer_ = 0, head_offset_ = 0, segment_ = 1;
   double fixed_scale_ = 1, fixed_unit_ = 1;  // 2^F and 2^-F of mode::exact
+  budget_report budget_;
   std::vector<T> params_, grads_, input_grad_;
   std::array<T, n_params == 0 ? 1 : n_params> scalars_{};
   memory_tracker tracker_;
