@@ -205,12 +205,6 @@ constexpr double min_eigen_modulus(const matrix<N>& m) {
   }
 }
 
-/// Position of state variable V in the block's state.
-template <class V, class State>
-constexpr std::size_t index_in(State s) {
-  return std::remove_cvref_t<decltype(hana::index_if(s, hana::equal.to(hana::type_c<V>)).value())>::value;
-}
-
 /// The slope variables of a block: its maps, then the elementwise functions applied to state.
 template <class Block>
 constexpr auto slope_sources() {

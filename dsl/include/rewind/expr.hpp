@@ -372,6 +372,11 @@ constexpr auto insert_unique(Tuple t, hana::basic_type<T> x) {
   if constexpr (decltype(hana::contains(t, x))::value) return t;
   else return hana::append(t, x);
 }
+/// Position of the type V in a tuple of hana types.
+template <class V, class Tuple>
+constexpr std::size_t index_in(Tuple t) {
+  return std::remove_cvref_t<decltype(hana::index_if(t, hana::equal.to(hana::type_c<V>)).value())>::value;
+}
 template <class Tuple, class... Ts>
 constexpr auto insert_all(Tuple t, hana::tuple<Ts...> xs) {
   return hana::fold_left(xs, t, [](auto acc, auto x) { return insert_unique(acc, x); });

@@ -38,7 +38,7 @@ struct pointwise_layout {
   static constexpr std::size_t n_steps = decltype(hana::length(MapSteps{}))::value;
   template <class X, class Tuple>
   static constexpr std::size_t index() {
-    return std::remove_cvref_t<decltype(hana::index_if(Tuple{}, hana::equal.to(hana::type_c<X>)).value())>::value;
+    return detail::index_in<X>(Tuple{});
   }
   template <class V> static constexpr std::size_t state_index = index<V, State>();
   template <class C> static constexpr std::size_t call_index = index<C, Calls>();

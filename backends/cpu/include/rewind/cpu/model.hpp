@@ -141,6 +141,7 @@ class model {
     fixed_scale_ = std::ldexp(1.0, o.exact_fraction_bits);
     fixed_unit_ = std::ldexp(1.0, -o.exact_fraction_bits);
     budget_ = rwd::budget<T>(Block{}, bindings);
+    ledger_slot_ = compute_ledger_slots();  // skips updates whose alpha is data-dependent
     segment_ = o.checkpoint_every;
     if (segment_ == 0) {
       const budget_report& b = budget_;
@@ -198,13 +199,7 @@ class model {
   }
 
   /// The state after the whole stack for an input batch (width x batch, column-major).
-  std::vector<std::vector<T>> forward(std::span<const T> batch) {
-    check_batch(batch);
-    states st(*this);
-    st.load(batch, input_);
-    for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
-    return st.copy_out();
-  }
+  std::vector<std::vector<T>> forward(std::span<const T> batch) { return run_forward(batch).copy_out(); }
 
   /// Runs the stack backward from a final state (one width x batch vector per state variable).
   std::vector<std::vector<T>> rewind(const std::vector<std::vector<T>>& final_state) {
@@ -249,14 +244,9 @@ class model {
 
   /// The predicted class of every sample of a batch (the head's largest logit).
   std::vector<int> predict(std::span<const T> batch) {
-    check_batch(batch);
-    states st(*this);
-    st.load(batch, input_);
-    for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
-    const std::size_t C = o_.classes, W = o_.width;
-    cmap Wh(&params_[head_offset_], C, W), out(st.s[output_].data(), W, o_.batch);
-    Eigen::Map<const vector> bh(&params_[head_offset_ + C * W], C);
-    matrix Z = (Wh * out).colwise() + bh;
+    const states st = run_forward(batch);
+    matrix Z(o_.classes, o_.batch);
+    logits(st, Z.data());
     std::vector<int> classes(o_.batch);
     for (std::size_t j = 0; j < o_.batch; ++j) Z.col(static_cast<Eigen::Index>(j)).maxCoeff(&classes[j]);
     return classes;
@@ -725,8 +715,9 @@ class model {
     }
   };
 
-  /// The ledger slot of each state variable: its rank among the variables some update scales.
-  std::array<std::size_t, ns> ledger_slots() const {
+  /// The ledger slot of each state variable: its rank among the variables some update scales
+  /// (ns for a variable no update scales). Computed once, when the model is built.
+  std::array<std::size_t, ns> compute_ledger_slots() const {
     std::array<bool, ns> scaled{};
     hana::for_each(Block::updates(), [&](auto u) {
       using U = decltype(u);
@@ -742,7 +733,7 @@ class model {
   }
   std::size_t scaled_variables() const {
     std::size_t n = 0;
-    for (std::size_t s : ledger_slots()) n += s < ns;
+    for (std::size_t s : ledger_slot_) n += s < ns;
     return n;
   }
 
@@ -785,7 +776,7 @@ class model {
     const rational a = exact_coefficient<U>();
     const bool scales = !(a.num == 1 && a.den == 1);
     constexpr std::size_t t = Layout::template state_index<typename U::target>;
-    const std::size_t slot = ledger_slots()[t];
+    const std::size_t slot = ledger_slot_[t];
     std::int64_t* s = fx.s[t].data();
     T* shadow = st.s[t].data();
     constexpr std::int64_t bound = std::int64_t{1} << 51;
@@ -856,15 +847,32 @@ class model {
     return h;
   }
 
+  /// The whole stack forward from an input batch, nothing kept.
+  states run_forward(std::span<const T> batch) {
+    check_batch(batch);
+    states st(*this);
+    st.load(batch, input_);
+    for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
+    return st;
+  }
+
+  /// z = Wh * (output variable) + bh, classes x batch, into z.
+  void logits(const states& st, T* z) const {
+    const std::size_t C = o_.classes, W = o_.width;
+    cmap Wh(&params_[head_offset_], C, W), out(st.s[output_].data(), W, o_.batch);
+    Eigen::Map<const vector> bh(&params_[head_offset_ + C * W], C);
+    Eigen::Map<matrix> Z(z, C, o_.batch);
+    Z.noalias() = Wh * out;
+    Z.colwise() += bh;
+  }
+
   /// Linear head and mean softmax cross-entropy; seeds the output variable's cotangent.
   T head(states& st, std::span<const int> labels) {
     const std::size_t C = o_.classes, B = o_.batch, W = o_.width;
     cmap Wh(&params_[head_offset_], C, W), out(st.s[output_].data(), W, B);
-    Eigen::Map<const vector> bh(&params_[head_offset_ + C * W], C);
-    buffer<T> logits(tracker_, C * B);
-    Eigen::Map<matrix> Z(logits.data(), C, B);
-    Z.noalias() = Wh * out;
-    Z.colwise() += bh;
+    buffer<T> z(tracker_, C * B);
+    logits(st, z.data());
+    Eigen::Map<matrix> Z(z.data(), C, B);
     double loss = 0;
     for (std::size_t j = 0; j < B; ++j) {  // softmax, then dloss/dz = (p - onehot) / B
       auto z = Z.col(j);
@@ -892,6 +900,7 @@ class model {
   std::size_t per_layer_ = 0, head_offset_ = 0, segment_ = 1;
   double fixed_scale_ = 1, fixed_unit_ = 1;  // 2^F and 2^-F of mode::exact
   budget_report budget_;
+  std::array<std::size_t, ns> ledger_slot_{};
   std::vector<T> params_, grads_, input_grad_;
   std::array<T, n_params == 0 ? 1 : n_params> scalars_{};
   memory_tracker tracker_;
