@@ -4,7 +4,7 @@
 # on the machine the CUDA code is compiled too.
 set -euo pipefail
 packages=(g++ cmake ninja-build libboost-dev libeigen3-dev doctest-dev libcli11-dev libfmt-dev
-          zlib1g-dev gnuplot-nox dataset-fashion-mnist)
+          zlib1g-dev gnuplot-nox dataset-fashion-mnist libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

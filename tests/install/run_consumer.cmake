@@ -17,3 +17,16 @@ if(NOT last_output MATCHES "151")
   message(FATAL_ERROR "the consumer printed: ${last_output}")
 endif()
 message(STATUS "consumer: ${last_output}")
+
+# with MPI, rewind::mpi is installed too: its consumer runs a data-parallel step on 2 ranks
+if(MPIEXEC)
+  if(NOT EXISTS ${WORK}/consumer/consumer_mpi)
+    message(FATAL_ERROR "rewind was built with MPI, but the installed package has no rewind::mpi")
+  endif()
+  run(${MPIEXEC} --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo
+      --mca oob_tcp_if_include lo ${WORK}/consumer/consumer_mpi)
+  if(NOT last_output MATCHES "ranks 2, loss [0-9.]+")
+    message(FATAL_ERROR "the MPI consumer printed: ${last_output}")
+  endif()
+  message(STATUS "MPI consumer: ${last_output}")
+endif()

@@ -18,6 +18,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <random>
@@ -102,6 +103,12 @@ struct audit_report {
   double max_rel_error = 0;         // max |audited - stored| / max |stored|
   double loss = 0;
 };
+
+/// Told, during a backward pass, each time a suffix of the gradient arena is final: gradients()
+/// from the offset it is given to the end hold their final values. The head comes first (it sits
+/// at the end of the arena), then every layer from the top down. Data parallelism all-reduces
+/// those suffixes while the rewind goes on below (rwd::mpi::data_parallel).
+using gradient_listener = std::function<void(std::size_t first_final)>;
 
 template <class T, class Block>
 class model {
@@ -252,13 +259,17 @@ class model {
     return classes;
   }
 
-  /// Mean softmax cross-entropy of the batch; fills gradients() and input_gradient().
-  T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m) {
+  /// Mean softmax cross-entropy of the batch; fills gradients() and input_gradient(), telling
+  /// `ready` (when given) as each part of the gradients becomes final.
+  T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m, const gradient_listener& ready = {}) {
     check_batch(batch);
     check_labels(labels);
     check_parameters();
     std::fill(grads_.begin(), grads_.end(), T(0));
-    if (m == mode::exact) return loss_and_gradient_exact(batch, labels);
+    const auto done = [&](std::size_t first_final) {
+      if (ready) ready(first_final);
+    };
+    if (m == mode::exact) return loss_and_gradient_exact(batch, labels, done);
     if (m == mode::reversible && !o_.lossy && budget_.known() && static_cast<long long>(depth_) > budget_.layers)
       throw error(rwd::detail::e007_runtime(scalar_traits<T>::name, depth_, budget_) +
                   "; in this model: use mode::checkpointed or mode::exact, or options.lossy");
@@ -271,16 +282,17 @@ class model {
       forward_layer(l, st, m == mode::stored ? &tape : nullptr);
     }
     const T loss = head(st, labels);
+    done(head_offset_);
     for (std::size_t l = depth_; l-- > 0;) {
-      if (m == mode::stored) {
-        backward_layer_stored(l, st, tape);
-        continue;
+      if (m == mode::stored) backward_layer_stored(l, st, tape);
+      else {
+        if (m == mode::checkpointed && l + 1 < depth_ && (l + 1) % segment_ == 0) {  // a segment's top:
+          st.restore(tape.back());  // the stored state replaces the rewound one, so errors never
+          tape.pop_back();          // accumulate over more than one segment
+        }
+        rewind_layer(l, st, true);
       }
-      if (m == mode::checkpointed && l + 1 < depth_ && (l + 1) % segment_ == 0) {  // a segment's top:
-        st.restore(tape.back());  // the stored state replaces the rewound one, so errors never
-        tape.pop_back();          // accumulate over more than one segment
-      }
-      rewind_layer(l, st, true);
+      done(l * per_layer_);
     }
     input_grad_.assign(st.b[input_].data(), st.b[input_].data() + st.b[input_].size());
     return loss;
@@ -807,7 +819,8 @@ class model {
     }
   }
 
-  T loss_and_gradient_exact(std::span<const T> batch, std::span<const int> labels) {
+  template <class Done>
+  T loss_and_gradient_exact(std::span<const T> batch, std::span<const int> labels, const Done& done) {
     const std::size_t wb = o_.width * o_.batch;
     states st(*this);
     fixed_state fx(*this);
@@ -823,8 +836,11 @@ class model {
     exact_.ledger_bits_per_element =
         64.0 * static_cast<double>(fx.book.words_in_use()) / static_cast<double>(std::max<std::size_t>(1, scaled_variables()) * wb);
     const T loss = head(st, labels);
-    for (std::size_t l = depth_; l-- > 0;)
+    done(head_offset_);
+    for (std::size_t l = depth_; l-- > 0;) {
       hana::for_each(hana::reverse(Block::updates()), [&](auto u) { exact_update<decltype(u)>(l, st, fx, false, true); });
+      done(l * per_layer_);
+    }
     bool same = fx.book.empty() && std::equal(start.begin(), start.end(), fx.s[input_].data());
     for (std::size_t k = 0; k < ns; ++k)
       if (k != input_) same = same && std::all_of(fx.s[k].data(), fx.s[k].data() + wb, [](std::int64_t v) { return v == 0; });

@@ -1,0 +1,313 @@
+// rewind mpi: data parallelism over MPI. Every rank holds a replica of the model and takes an
+// equal shard of each global batch; the gradients are averaged with all-reduces over the flat
+// gradient arena. The backward pass finishes the gradients from the top of the network down
+// (the head, then layer L-1, ..., layer 0), and the model says so as it goes
+// (rwd::cpu::gradient_listener): each finished stretch of the arena of at least `bucket_bytes` is
+// all-reduced with a non-blocking collective while the rewind continues below, so that most of
+// the communication hides behind the backward pass.
+//
+// A job never hangs on a lost rank: every wait is bounded (`timeout_seconds`) and ends in an
+// error naming the rank, and run_or_abort() turns an exception on any rank into MPI_Abort, which
+// stops the others. Replicas are compared by a checksum of their parameters every `check_every`
+// optimizer steps; a difference is an error, never silent drift.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <rewind/cpu/checkpoint.hpp>
+#include <rewind/cpu/model.hpp>
+#include <rewind/diagnostics.hpp>
+
+namespace rwd::mpi {
+
+/// Throws rwd::error naming the MPI call and MPI's own words when rc is not MPI_SUCCESS.
+inline void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw error(std::string("rewind: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+}
+
+/// Whether a launcher (mpirun, mpiexec, srun) started this process as one rank of a job.
+inline bool launched() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_STEP_NUM_TASKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+/// MPI for the lifetime of the object: initialised unless it already is (threads: funneled, since
+/// only the calling thread talks to MPI while the GEMMs may use OpenMP), finalised at the end if
+/// this object initialised it. Errors on MPI_COMM_WORLD come back as codes (then exceptions)
+/// instead of aborting inside MPI.
+class environment {
+ public:
+  environment(int* argc = nullptr, char*** argv = nullptr) {
+    int ready = 0;
+    check(MPI_Initialized(&ready), "MPI_Initialized");
+    if (!ready) {
+      int provided = 0;
+      check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      owner_ = true;
+    }
+    check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  }
+  environment(const environment&) = delete;
+  environment& operator=(const environment&) = delete;
+  ~environment() {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (owner_ && !done) MPI_Finalize();
+  }
+
+ private:
+  bool owner_ = false;
+};
+
+inline int rank_of(MPI_Comm comm) {
+  int r = 0;
+  check(MPI_Comm_rank(comm, &r), "MPI_Comm_rank");
+  return r;
+}
+inline int size_of(MPI_Comm comm) {
+  int n = 0;
+  check(MPI_Comm_size(comm, &n), "MPI_Comm_size");
+  return n;
+}
+
+/// Runs f() and returns its exit code. An exception on any rank is printed, prefixed with the
+/// rank, and ends the whole job with MPI_Abort: the other ranks stop instead of waiting forever
+/// in a collective that will never complete.
+template <class F>
+int run_or_abort(MPI_Comm comm, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const std::exception& e) {
+    int r = -1, n = 0;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    std::string what = e.what();
+    if (what.starts_with("rewind: ")) what = what.substr(8);
+    std::fprintf(stderr, "rewind: rank %d of %d: %s (stopping every rank)\n", r, n, what.c_str());
+    std::fflush(stderr);
+    MPI_Abort(comm, 1);
+    return 1;
+  }
+}
+
+/// Waits for requests, bounded: polls (which also drives MPI's progress), and past `timeout`
+/// seconds throws an error that says what it waited for (run_or_abort adds the rank).
+inline void wait_all(std::vector<MPI_Request>& requests, double timeout, const char* what) {
+  if (requests.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  for (long polls = 0;; ++polls) {
+    int done = 0;
+    check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (done) break;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout)
+      throw error("rewind: waited " + std::to_string(static_cast<int>(waited)) + " s for " + what + ": another rank has stopped or is stuck (parallel_options::timeout_seconds)");
+    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  requests.clear();
+}
+
+template <class T>
+MPI_Datatype datatype() {
+  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  else static_assert(sizeof(T) == 0, "rewind: data_parallel takes float or double models");
+}
+
+struct parallel_options {
+  std::size_t bucket_bytes = std::size_t{1} << 20;  // all-reduce finished gradients in pieces of at least this
+  std::size_t check_every = 100;                    // compare the replicas' checksums every this many steps (0: never)
+  double timeout_seconds = 300;                     // the longest wait for any collective
+};
+
+/// What the all-reduces cost, summed over the steps since the last reset.
+struct parallel_stats {
+  std::size_t steps = 0;
+  std::size_t bytes_per_step = 0;    // gradient bytes all-reduced per step (the whole arena)
+  std::size_t buckets_per_step = 0;  // non-blocking all-reduces per step
+  double exposed_seconds = 0;        // time spent waiting for them after the backward pass
+  double step_seconds = 0;           // whole loss_and_gradient calls
+};
+
+/// One model replica per rank; the model's batch is this rank's shard of the global batch.
+template <class Model>
+class data_parallel {
+  using T = typename Model::scalar;
+
+ public:
+  /// Checks that every rank built the same model (parameter count, depth, local batch) and gives
+  /// every replica rank 0's parameters.
+  data_parallel(Model& m, MPI_Comm comm = MPI_COMM_WORLD, parallel_options o = {})
+      : model_(m), comm_(comm), o_(o), rank_(rank_of(comm)), size_(size_of(comm)) {
+    if (!(o.timeout_seconds > 0)) throw error("rewind: parallel_options::timeout_seconds must be positive");
+    const std::uint64_t mine[3] = {m.parameters().size(), m.depth(), m.config().batch};
+    std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(size_));
+    std::vector<MPI_Request> req(1);
+    check(MPI_Iallgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, comm_, &req[0]), "MPI_Iallgather");
+    wait_all(req, o_.timeout_seconds, "the model shapes of the other ranks");
+    for (int r = 0; r < size_; ++r)
+      if (!std::equal(mine, mine + 3, all.begin() + 3 * r))
+        throw error("rewind: rank " + std::to_string(r) + " built a different model (parameters " + std::to_string(all[3 * r]) +
+                    ", depth " + std::to_string(all[3 * r + 1]) + ", local batch " + std::to_string(all[3 * r + 2]) +
+                    ") than rank " + std::to_string(rank_) + ": every rank needs the same shapes");
+    broadcast_parameters();
+    stats_.bytes_per_step = m.gradients().size_bytes();
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm communicator() const { return comm_; }
+  Model& model() { return model_; }
+  const parallel_options& options() const { return o_; }
+  const parallel_stats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {.bytes_per_step = model_.gradients().size_bytes()}; }
+
+  /// The global batch this job trains on per step: the local batch times the ranks.
+  std::size_t global_batch() const { return model_.config().batch * static_cast<std::size_t>(size_); }
+  /// The samples [first, first + count) of a global batch that are this rank's.
+  std::pair<std::size_t, std::size_t> shard() const {
+    const std::size_t b = model_.config().batch;
+    return {b * static_cast<std::size_t>(rank_), b};
+  }
+
+  /// The mean loss over the global batch; the model's gradients() become the global batch's
+  /// (the mean over ranks of the local means: shards are of equal size). Gradients are
+  /// all-reduced in buckets while the backward pass continues.
+  T loss_and_gradient(std::span<const T> local_batch, std::span<const int> local_labels, cpu::mode m) {
+    const auto start = std::chrono::steady_clock::now();
+    auto grads = model_.gradients();
+    std::size_t reduced_from = grads.size(), buckets = 0;  // [reduced_from, end) is posted
+    std::vector<MPI_Request> requests;
+    const auto post = [&](std::size_t first) {
+      for (std::size_t end = reduced_from; end > first;) {  // MPI counts are int
+        const std::size_t begin = end - std::min<std::size_t>(end - first, INT_MAX / 2);
+        requests.emplace_back();
+        check(MPI_Iallreduce(MPI_IN_PLACE, grads.data() + begin, static_cast<int>(end - begin), datatype<T>(), MPI_SUM, comm_,
+                             &requests.back()),
+              "MPI_Iallreduce");
+        ++buckets;
+        end = begin;
+      }
+      reduced_from = first;
+    };
+    const std::size_t bucket = std::max<std::size_t>(1, o_.bucket_bytes / sizeof(T));
+    const cpu::gradient_listener ready = [&](std::size_t first_final) {
+      if (size_ == 1) return;
+      if (reduced_from - first_final >= bucket || first_final == 0) post(first_final);
+      if (!requests.empty()) {  // lets MPI move the posted buckets along between layers
+        int done = 0;
+        check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      }
+    };
+    double loss = model_.loss_and_gradient(local_batch, local_labels, m, ready);
+    if (size_ > 1) {
+      const auto backward_done = std::chrono::steady_clock::now();
+      post(0);
+      requests.emplace_back();
+      check(MPI_Iallreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, comm_, &requests.back()), "MPI_Iallreduce");
+      wait_all(requests, o_.timeout_seconds, "the gradient all-reduce");
+      stats_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - backward_done).count();
+      const T inv = T(1) / static_cast<T>(size_);
+      for (T& g : grads) g *= inv;
+      loss /= size_;
+    }
+    stats_.buckets_per_step = buckets;
+    stats_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++stats_.steps;
+    return static_cast<T>(loss);
+  }
+
+  /// One optimizer step on every replica (each applies the same averaged gradients); every
+  /// check_every steps the replicas' checksums are compared.
+  template <class Optimizer>
+  void apply(const Optimizer& opt) {
+    model_.apply(opt);
+    if (o_.check_every && ++applied_ % o_.check_every == 0) check_replicas();
+  }
+
+  /// A checksum of this replica's parameters (FNV-1a of their bytes).
+  std::uint64_t checksum() const {
+    const auto p = model_.parameters();
+    return cpu::fnv1a(p.data(), p.size_bytes());
+  }
+
+  /// Throws on every rank when any two replicas' parameters differ, naming the ranks.
+  void check_replicas() const {
+    const std::uint64_t mine = checksum();
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
+    std::vector<MPI_Request> req(1);
+    check(MPI_Iallgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &req[0]), "MPI_Iallgather");
+    wait_all(req, o_.timeout_seconds, "the replica checksums");
+    for (int r = 1; r < size_; ++r)
+      if (all[static_cast<std::size_t>(r)] != all[0]) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%016llx and %016llx", static_cast<unsigned long long>(all[0]),
+                      static_cast<unsigned long long>(all[static_cast<std::size_t>(r)]));
+        throw error("rewind: replicas drifted apart: the parameters of rank 0 and rank " + std::to_string(r) +
+                    " differ (checksums " + text + ")");
+      }
+  }
+
+  /// Gives every replica rank 0's parameters (and so the same start whatever each rank's seed).
+  void broadcast_parameters() {
+    auto p = model_.parameters();
+    std::vector<MPI_Request> requests;
+    for (std::size_t begin = 0; begin < p.size(); begin += INT_MAX / 2) {
+      requests.emplace_back();
+      const auto count = static_cast<int>(std::min<std::size_t>(p.size() - begin, INT_MAX / 2));
+      check(MPI_Ibcast(p.data() + begin, count, datatype<T>(), 0, comm_, &requests.back()), "MPI_Ibcast");
+    }
+    wait_all(requests, o_.timeout_seconds, "rank 0's parameters");
+  }
+
+  /// Seconds of one blocking all-reduce of the whole gradient arena (median of `repeats`): what
+  /// the communication would cost if none of it were hidden.
+  double blocking_allreduce_seconds(int repeats = 5) {
+    std::vector<T> scratch(model_.gradients().begin(), model_.gradients().end());
+    std::vector<double> times;
+    for (int i = 0; i < repeats; ++i) {
+      std::vector<MPI_Request> req(1);
+      check(MPI_Ibarrier(comm_, &req[0]), "MPI_Ibarrier");
+      wait_all(req, o_.timeout_seconds, "a barrier");
+      const auto start = std::chrono::steady_clock::now();
+      for (std::size_t begin = 0; begin < scratch.size(); begin += INT_MAX / 2) {
+        req.emplace_back();
+        const auto count = static_cast<int>(std::min<std::size_t>(scratch.size() - begin, INT_MAX / 2));
+        check(MPI_Iallreduce(MPI_IN_PLACE, scratch.data() + begin, count, datatype<T>(), MPI_SUM, comm_, &req.back()),
+              "MPI_Iallreduce");
+      }
+      wait_all(req, o_.timeout_seconds, "the timing all-reduce");
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
+    return times[static_cast<std::size_t>(repeats / 2)];
+  }
+
+ private:
+  Model& model_;
+  MPI_Comm comm_;
+  parallel_options o_;
+  int rank_ = 0, size_ = 1;
+  std::size_t applied_ = 0;
+  parallel_stats stats_;
+};
+
+}  // namespace rwd::mpi
