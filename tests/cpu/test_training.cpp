@@ -136,3 +136,23 @@ TEST_CASE("threads: for a given thread count the gradient is the same bit for bi
   }
   rwd::cpu::set_threads(0);
 }
+
+TEST_CASE("training: the gradient listener is told of final gradients, from the head down, in every mode") {
+  const toy data(12, 9);
+  for (auto m : {rwd::cpu::mode::stored, rwd::cpu::mode::reversible, rwd::cpu::mode::checkpointed, rwd::cpu::mode::exact}) {
+    CAPTURE(rwd::cpu::to_string(m));
+    model_t a(momentum, 5, {.width = 12, .batch = 9, .classes = 3, .seed = 5, .checkpoint_every = 2});
+    std::vector<std::size_t> told;
+    std::vector<std::vector<float>> seen;  // the suffix as it was when the listener was told
+    a.loss_and_gradient(data.batch, data.labels, m, [&](std::size_t first) {
+      told.push_back(first);
+      seen.emplace_back(a.gradients().begin() + static_cast<long>(first), a.gradients().end());
+    });
+    const std::size_t per_layer = a.parameters_per_layer();
+    REQUIRE(told.size() == 6);
+    CHECK(told[0] == 5 * per_layer);  // the head
+    for (std::size_t k = 1; k < told.size(); ++k) CHECK(told[k] == (5 - k) * per_layer);
+    for (std::size_t k = 0; k < told.size(); ++k)  // nothing told final changes afterwards
+      CHECK(std::equal(seen[k].begin(), seen[k].end(), a.gradients().begin() + static_cast<long>(told[k])));
+  }
+}
