@@ -53,6 +53,16 @@ struct train_options {
 };
 int run_train(const train_options& o);
 
+struct scaling_options {
+  std::vector<int> ranks{1, 2};
+  std::size_t depth = 64, batch = 64, bucket_kib = 1024;  // batch: per rank (weak scaling)
+  double mu = 0.9;
+  int steps = 10;
+  std::string mode = "reversible", json;
+  bool child = false;  // internal: one rank of a measured job
+};
+int run_scaling(const scaling_options& o, const std::string& self);
+
 struct demo_options {
   std::string out = "report";
   bool quick = false;  // tiny sizes: a smoke test of the whole report in seconds

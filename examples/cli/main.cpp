@@ -4,14 +4,19 @@
 //   rewind memory      activation memory and step time against depth, both modes
 //   rewind budget      reversible against stored gradients across mu and depth, beside L*
 //   rewind trajectory  the rewind error along a trajectory, against eps * (1/mu)^l
-//   rewind train       training on Fashion-MNIST, both modes on one schedule
+//   rewind train       training on Fashion-MNIST, both modes on one schedule (under mpirun: data parallel)
+//   rewind scaling     data-parallel weak scaling over MPI: step time, bytes reduced, overlap
 //   rewind demo        all of the above at small sizes, into a report folder
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "commands.hpp"
+#include "parallel.hpp"
 #include "report.hpp"
 
 int main(int argc, char** argv) {
@@ -74,13 +79,44 @@ int main(int argc, char** argv) {
   ta->add_option("--seed", trn.seed, "seed of the weights and of the shuffling");
   ta->add_option("--json", trn.json, "write the results as JSON (CSV and PNG beside it)");
 
+  scaling_options so;
+  auto* sc = app.add_subcommand("scaling", "data-parallel weak scaling over MPI: step time, bytes all-reduced, overlap");
+  sc->add_option("--ranks", so.ranks, "rank counts, comma-separated (each a job started with mpirun)")->delimiter(',')->check(CLI::PositiveNumber);
+  sc->add_option("--depth", so.depth, "layers")->check(CLI::PositiveNumber);
+  sc->add_option("--batch", so.batch, "samples per rank")->check(CLI::PositiveNumber);
+  sc->add_option("--mu", so.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
+  sc->add_option("--steps", so.steps, "measured steps per job (median)")->check(CLI::PositiveNumber);
+  sc->add_option("--mode", so.mode, "stored, reversible, checkpointed or exact")
+      ->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact"}));
+  sc->add_option("--bucket-kib", so.bucket_kib, "all-reduce gradients in buckets of at least this many KiB")->check(CLI::PositiveNumber);
+  sc->add_option("--json", so.json, "write the results as JSON (CSV beside it)");
+  sc->add_flag("--child", so.child)->group("");
+
   demo_options dmo;
   auto* de = app.add_subcommand("demo", "the main job: every subcommand at small sizes, into a report folder");
   de->add_option("--out", dmo.out, "report folder");
   de->add_flag("--quick", dmo.quick, "tiny sizes: the whole report in seconds");
 
-  try {
+  // one rank of an MPI job: only rank 0 prints (errors still reach stderr, with the rank)
+  job& j = current_job();
+#ifdef REWIND_WITH_MPI
+  std::optional<rwd::mpi::environment> mpi;
+  if (rwd::mpi::launched()) {
+    mpi.emplace(&argc, &argv);
+    j = {rwd::mpi::rank_of(MPI_COMM_WORLD), rwd::mpi::size_of(MPI_COMM_WORLD), true};
+    writes_files() = j.root();
+    if (!j.root() && !std::freopen("/dev/null", "w", stdout)) return 1;
+  }
+#else
+  if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
+    fmt::print(stderr, "rewind: started by mpirun, but this build has no MPI (install libopenmpi-dev and openmpi-bin, then rebuild)\n");
+    return 1;
+  }
+#endif
+  const auto dispatch = [&]() -> int {
     app.parse(argc, argv);
+    if (j.mpi && !ta->parsed() && !sc->parsed())
+      throw rwd::error("rewind: under mpirun only `train` runs (data parallel); run the other subcommands as one process");
     if (ex->parsed()) return run_explain(eo);
     if (me->parsed()) return run_memory(mo, self);
     if (bu->parsed()) return run_budget(bo);
@@ -89,12 +125,19 @@ int main(int argc, char** argv) {
       trn.data_given = data_opt->count() > 0;
       return run_train(trn);
     }
+    if (sc->parsed()) return run_scaling(so, self);
     if (de->parsed()) return run_demo(dmo, self);
+    return 0;
+  };
+  try {
+#ifdef REWIND_WITH_MPI
+    if (j.mpi) return rwd::mpi::run_or_abort(MPI_COMM_WORLD, dispatch);  // a failed rank stops the job
+#endif
+    return dispatch();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 1;
   }
-  return 0;
 }

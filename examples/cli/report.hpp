@@ -50,8 +50,14 @@ inline std::string beside(const std::string& json, const std::string& ext) {
   return p.string();
 }
 
+/// Whether this process writes files: false on the ranks of an MPI job other than rank 0.
+inline bool& writes_files() {
+  static bool yes = true;
+  return yes;
+}
+
 inline void write_file(const std::string& path, const std::string& content) {
-  if (path.empty()) return;
+  if (path.empty() || !writes_files()) return;
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   const std::string tmp = path + ".tmp";
@@ -81,7 +87,7 @@ inline bool gnuplot_available() { return std::system("command -v gnuplot >/dev/n
 
 /// Draws a PNG with gnuplot from a script whose `set output` is filled in; says so when skipped.
 inline void plot(const std::string& png, const std::string& script) {
-  if (png.empty()) return;
+  if (png.empty() || !writes_files()) return;
   if (!gnuplot_available()) {
     fmt::print("gnuplot is not installed: the plot {} is skipped (apt-get install gnuplot-nox)\n", png);
     return;

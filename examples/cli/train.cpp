@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "idx.hpp"
+#include "parallel.hpp"
 #include "report.hpp"
 
 namespace rewind_cli {
@@ -19,32 +20,38 @@ struct epoch_row {
   double loss = 0, train_acc = 0, test_acc = 0, seconds = 0, step_ms = 0, peak_bytes = 0;
 };
 
+/// The fraction of d (its first `limit` samples) that the model classifies right; in a job, the
+/// ranks take turns with the model's batches and the counts are summed.
 double accuracy(rwd::cpu::model<float, ref::momentum_t>& m, const dataset& d, std::size_t limit) {
   const std::size_t B = m.config().batch, W = d.features, n = limit ? std::min(limit, d.count) : d.count;
+  const auto rank = static_cast<std::size_t>(current_job().rank), ranks = static_cast<std::size_t>(current_job().ranks);
   std::vector<float> batch(W * B);
   std::size_t correct = 0;
-  for (std::size_t start = 0; start < n; start += B) {
+  for (std::size_t start = rank * B; start < n; start += ranks * B) {
     const std::size_t k = std::min(B, n - start);
     std::fill(batch.begin(), batch.end(), 0.f);  // a short last batch is padded, its padding ignored
     std::copy_n(d.images.begin() + static_cast<long>(start * W), k * W, batch.begin());
     const auto pred = m.predict(batch);
     for (std::size_t j = 0; j < k; ++j) correct += pred[j] == d.labels[start + j];
   }
-  return static_cast<double>(correct) / static_cast<double>(n);
+  return sum_over_ranks(static_cast<double>(correct)) / static_cast<double>(n);
 }
 
 std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const train_options& o) {
-  const std::size_t W = data.train.features, B = o.batch;
-  rwd::cpu::model<float, ref::momentum_t> model(ref::momentum, o.depth, {.width = W, .batch = B, .classes = ref::classes, .seed = o.seed},
+  // B is the global batch; this process trains on its shard [first, first + b)
+  const std::size_t W = data.train.features, B = o.batch, b = B / static_cast<std::size_t>(current_job().ranks);
+  const std::size_t first = b * static_cast<std::size_t>(current_job().rank);
+  rwd::cpu::model<float, ref::momentum_t> model(ref::momentum, o.depth, {.width = W, .batch = b, .classes = ref::classes, .seed = o.seed},
                                                 rwd::env{}.set("mu", o.mu));
+  replica<decltype(model)> trainer(model);
   const std::size_t n = o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count;
   const std::size_t steps = n / B;
   if (steps == 0) throw rwd::error("rewind: fewer training samples than one batch");
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 shuffle(o.seed);  // the same order for both modes
-  std::vector<float> batch(W * B);
-  std::vector<int> labels(B);
+  std::vector<float> batch(W * b);
+  std::vector<int> labels(b);
   std::vector<epoch_row> rows;
   const std::string name(rwd::cpu::to_string(mode));
   for (std::size_t e = 1; e <= o.epochs; ++e) {
@@ -52,15 +59,14 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
     progress bar(fmt::format("{} epoch {}/{} steps", name, e, o.epochs), steps);
     model.memory().reset_peak();
     double loss = 0;
-    std::size_t correct = 0;
     for (std::size_t s = 0; s < steps; ++s) {
-      for (std::size_t j = 0; j < B; ++j) {
-        const std::size_t i = order[s * B + j];
+      for (std::size_t j = 0; j < b; ++j) {
+        const std::size_t i = order[s * B + first + j];
         std::copy_n(data.train.images.begin() + static_cast<long>(i * W), W, batch.begin() + static_cast<long>(j * W));
         labels[j] = data.train.labels[i];
       }
-      loss += model.loss_and_gradient(batch, labels, mode);
-      model.apply(rwd::adam{.lr = o.lr});
+      loss += trainer.loss_and_gradient(batch, labels, mode);
+      trainer.apply(rwd::adam{.lr = o.lr});
       bar.tick(s + 1);
     }
     const double seconds = bar.elapsed();
@@ -74,7 +80,6 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
     }
     epoch_row r{name, e, loss / static_cast<double>(steps), accuracy(model, head, 0), accuracy(model, data.test, o.test_limit),
                 seconds, 1e3 * seconds / static_cast<double>(steps), static_cast<double>(model.memory().peak())};
-    (void)correct;
     fmt::print("{:>11} epoch {:>2}: loss {:.4f}  train {:.2f}%  test {:.2f}%  {:.1f} s ({:.1f} ms/step)  peak {:.2f} MB\n", name, e,
                r.loss, 100 * r.train_acc, 100 * r.test_acc, r.seconds, r.step_ms, r.peak_bytes / 1e6);
     std::fflush(stdout);
@@ -88,6 +93,9 @@ int run_train(const train_options& o) {
   if (o.mode != "stored" && o.mode != "reversible" && o.mode != "checkpointed" && o.mode != "exact" && o.mode != "both")
     throw rwd::error("rewind: --mode is stored, reversible, checkpointed, exact or both");
   if (o.depth == 0 || o.batch == 0 || o.epochs == 0) throw rwd::error("rewind: --depth, --batch and --epochs are at least 1");
+  const int ranks = current_job().ranks;
+  if (o.batch % static_cast<std::size_t>(ranks) != 0)
+    throw rwd::error(fmt::format("rewind: --batch {} does not split into {} equal shards (one per rank)", o.batch, ranks));
   if (!(o.mu > 0 && o.mu <= 1)) throw rwd::error("rewind: --mu must be in (0, 1]");
   split data;
   if (o.synthetic) data = synthetic(12000, 2000);
@@ -97,11 +105,14 @@ int run_train(const train_options& o) {
   if (data.train.features != ref::width) throw rwd::error("rewind: the reference network takes 784 features");
   const auto budget = rwd::budget<float>(ref::momentum, rwd::env{}.set("mu", o.mu));
   fmt::print("rewind train: {}\n  {} train / {} test samples{}, depth {}, mu {} (float32 budget L* = {}), batch {}, "
-             "adam lr {}, {} epoch(s), seed {}\n",
+             "adam lr {}, {} epoch(s), seed {}\n  {}\n",
              data.source, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count,
              o.test_limit ? std::min(o.test_limit, data.test.count) : data.test.count, o.train_limit ? " (limited)" : "",
              o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
-             o.epochs, o.seed);
+             o.epochs, o.seed,
+             ranks == 1 ? std::string("1 process")
+                        : fmt::format("{} ranks (MPI data parallelism): {} samples of each batch per rank, gradients all-reduced "
+                                      "while the backward pass runs", ranks, o.batch / static_cast<std::size_t>(ranks)));
   std::vector<epoch_row> rows;
   for (const char* m : {"stored", "reversible", "checkpointed", "exact"})
     if ((o.mode == "both" && (std::string(m) == "stored" || std::string(m) == "reversible")) || o.mode == m) {
@@ -119,9 +130,9 @@ int run_train(const train_options& o) {
   if (o.json.empty()) return 0;
   std::string json = fmt::format(
       "{{\"config\": {{\"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"optimizer\": \"adam\", "
-      "\"seed\": {}, \"train_samples\": {}}},\n \"epochs\": [\n",
+      "\"seed\": {}, \"train_samples\": {}, \"ranks\": {}}},\n \"epochs\": [\n",
       std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
-      json_number(o.lr), o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count);
+      json_number(o.lr), o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks);
   std::string csv = "mode,epoch,loss,train_acc,test_acc,seconds,step_ms,peak_bytes\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
