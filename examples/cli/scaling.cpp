@@ -17,7 +17,7 @@ namespace rewind_cli {
 namespace {
 struct row {
   int ranks = 1;
-  double step_ms = 0, exposed_ms = 0, blocking_ms = 0, bytes = 0, buckets = 0;
+  double step_ms = 0, exposed_ms = 0, blocking_ms = 0, bytes = 0, buckets = 0, imbalance_ms = 0;
 };
 
 #ifdef REWIND_WITH_MPI
@@ -40,14 +40,21 @@ int measure(const scaling_options& o) {
   const rwd::sgd opt{.lr = 1e-3};
   for (int s = 0; s < 2; ++s) trainer.loss_and_gradient(data, labels, m), trainer.apply(opt);  // warm-up
   dp->reset_stats();
-  std::vector<double> times, exposed;  // medians: the machine is shared and noisy
+  // per step: the time after this rank's backward pass until its gradients were reduced, split
+  // into waiting for the last rank to finish its backward (imbalance: noise, not communication)
+  // and what remained after that (exposed communication). Medians: the machine is noisy.
+  std::vector<double> times, exposed, imbalance;
   for (int s = 0; s < o.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
-    const double before = dp->stats().exposed_seconds;
     trainer.loss_and_gradient(data, labels, m);
-    exposed.push_back(dp->stats().exposed_seconds - before);
     trainer.apply(opt);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const auto& st = dp->stats();
+    double last_end = st.last_backward_end;
+    if (dp->size() > 1)
+      rwd::mpi::check(MPI_Allreduce(MPI_IN_PLACE, &last_end, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    exposed.push_back(std::max(0.0, st.last_reduced - std::max(last_end, st.last_backward_end)));
+    imbalance.push_back(last_end - st.last_backward_end);
   }
   const auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -56,8 +63,8 @@ int measure(const scaling_options& o) {
   const auto& st = dp->stats();
   const double blocking = dp->size() > 1 ? dp->blocking_allreduce_seconds(9) : 0;
   if (dp->rank() == 0)
-    fmt::print("ROW {} {} {} {} {} {}\n", dp->size(), 1e3 * median(times), 1e3 * median(exposed), 1e3 * blocking, st.bytes_per_step,
-               st.buckets_per_step);
+    fmt::print("ROW {} {} {} {} {} {} {}\n", dp->size(), 1e3 * median(times), 1e3 * median(exposed), 1e3 * blocking, st.bytes_per_step,
+               st.buckets_per_step, 1e3 * median(imbalance));
   return 0;
 }
 #endif
@@ -75,7 +82,8 @@ row job_of(const std::string& self, int ranks, const scaling_options& o) {
   char line[4096];
   while (std::fgets(line, sizeof line, p)) {
     output += line;
-    got = got || std::sscanf(line, "ROW %d %lf %lf %lf %lf %lf", &r.ranks, &r.step_ms, &r.exposed_ms, &r.blocking_ms, &r.bytes, &r.buckets) == 6;
+    got = got || std::sscanf(line, "ROW %d %lf %lf %lf %lf %lf %lf", &r.ranks, &r.step_ms, &r.exposed_ms, &r.blocking_ms, &r.bytes,
+                             &r.buckets, &r.imbalance_ms) == 7;
   }
   if (pclose(p) != 0 || !got) throw rwd::error(fmt::format("rewind: the {}-rank job failed:\n{}", ranks, output));
   return r;
@@ -92,35 +100,37 @@ int run_scaling(const scaling_options& o, const std::string& self) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) throw rwd::error("rewind: scaling needs mpirun (apt-get install openmpi-bin)");
   fmt::print("rewind scaling: weak scaling over MPI (loopback), {} samples per rank, depth {}, mu {}, mode {}, one thread per rank, "
              "buckets of {} KiB, median of {} steps\n\n", o.batch, o.depth, o.mu, o.mode, o.bucket_kib, o.steps);
-  fmt::print("{:>6} {:>8} {:>10} {:>11} {:>12} {:>8} {:>13} {:>11} {:>8}\n", "ranks", "batch", "step ms", "efficiency", "MB reduced",
-             "buckets", "blocking ms", "exposed ms", "hidden");
+  fmt::print("{:>6} {:>8} {:>10} {:>11} {:>12} {:>8} {:>13} {:>11} {:>8} {:>14}\n", "ranks", "batch", "step ms", "efficiency",
+             "MB reduced", "buckets", "blocking ms", "exposed ms", "hidden", "imbalance ms");
   std::vector<row> rows;
   for (int k : o.ranks) {
     const row r = job_of(self, k, o);
     rows.push_back(r);
     const double hidden = r.blocking_ms > 0 ? std::clamp(1 - r.exposed_ms / r.blocking_ms, 0.0, 1.0) : 0;
-    fmt::print("{:>6} {:>8} {:>10.2f} {:>11.3f} {:>12.2f} {:>8.0f} {:>13.3f} {:>11.3f} {:>7}\n", k, o.batch * static_cast<std::size_t>(k),
-               r.step_ms, rows.front().step_ms / r.step_ms, r.bytes / 1e6, r.buckets, r.blocking_ms, r.exposed_ms,
-               k > 1 ? fmt::format("{:.0f}%", 100 * hidden) : std::string("-"));
+    fmt::print("{:>6} {:>8} {:>10.2f} {:>11.3f} {:>12.2f} {:>8.0f} {:>13.3f} {:>11.3f} {:>8} {:>14.3f}\n", k,
+               o.batch * static_cast<std::size_t>(k), r.step_ms, rows.front().step_ms / r.step_ms, r.bytes / 1e6, r.buckets, r.blocking_ms,
+               r.exposed_ms, k > 1 ? fmt::format("{:.0f}%", 100 * hidden) : std::string("-"), r.imbalance_ms);
     std::fflush(stdout);
   }
-  fmt::print("(efficiency: the 1-rank step time over this one; with 2 cores this measures the overhead, not a speed-up)\n");
+  fmt::print("(efficiency: the 1-rank step time over this one; with 2 cores this measures the overhead, not a speed-up.\n"
+             " blocking: one all-reduce of the whole gradient; exposed: the communication left after the last rank's backward\n"
+             " pass ended; hidden = 1 - exposed / blocking; imbalance: rank 0's wait for the slowest rank, not communication)\n");
   if (o.json.empty()) return 0;
   std::string json = fmt::format(
       "{{\"config\": {{\"depth\": {}, \"batch_per_rank\": {}, \"mu\": {}, \"mode\": \"{}\", \"bucket_bytes\": {}, \"steps\": {}, "
       "\"transport\": \"loopback\"}},\n \"rows\": [\n",
       o.depth, o.batch, json_number(o.mu), o.mode, o.bucket_kib * 1024, o.steps);
-  std::string csv = "ranks,step_ms,efficiency,bytes_per_step,buckets,blocking_ms,exposed_ms,hidden\n";
+  std::string csv = "ranks,step_ms,efficiency,bytes_per_step,buckets,blocking_ms,exposed_ms,hidden,imbalance_ms\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     const double hidden = r.blocking_ms > 0 ? std::clamp(1 - r.exposed_ms / r.blocking_ms, 0.0, 1.0) : 0;
     json += fmt::format(
         "  {{\"ranks\": {}, \"step_ms\": {}, \"efficiency\": {}, \"bytes_per_step\": {:.0f}, \"buckets_per_step\": {:.0f}, "
-        "\"blocking_allreduce_ms\": {}, \"exposed_ms\": {}, \"hidden_fraction\": {}}}{}\n",
+        "\"blocking_allreduce_ms\": {}, \"exposed_ms\": {}, \"hidden_fraction\": {}, \"imbalance_ms\": {}}}{}\n",
         r.ranks, json_number(r.step_ms), json_number(rows.front().step_ms / r.step_ms), r.bytes, r.buckets, json_number(r.blocking_ms),
-        json_number(r.exposed_ms), r.ranks > 1 ? json_number(hidden) : "null", i + 1 < rows.size() ? "," : "");
-    csv += fmt::format("{},{:.4f},{:.4f},{:.0f},{:.0f},{:.4f},{:.4f},{:.4f}\n", r.ranks, r.step_ms, rows.front().step_ms / r.step_ms,
-                       r.bytes, r.buckets, r.blocking_ms, r.exposed_ms, hidden);
+        json_number(r.exposed_ms), r.ranks > 1 ? json_number(hidden) : "null", json_number(r.imbalance_ms), i + 1 < rows.size() ? "," : "");
+    csv += fmt::format("{},{:.4f},{:.4f},{:.0f},{:.0f},{:.4f},{:.4f},{:.4f},{:.4f}\n", r.ranks, r.step_ms, rows.front().step_ms / r.step_ms,
+                       r.bytes, r.buckets, r.blocking_ms, r.exposed_ms, hidden, r.imbalance_ms);
   }
   json += " ]}\n";
   write_json_and_csv(o.json, json, csv);

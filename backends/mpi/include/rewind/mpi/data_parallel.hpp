@@ -136,6 +136,7 @@ struct parallel_options {
   std::size_t bucket_bytes = std::size_t{1} << 20;  // all-reduce finished gradients in pieces of at least this
   std::size_t check_every = 100;                    // compare the replicas' checksums every this many steps (0: never)
   double timeout_seconds = 300;                     // the longest wait for any collective
+  int polls_per_layer = 8;                          // calls into MPI per finished layer, to progress the buckets
 };
 
 /// What the all-reduces cost, summed over the steps since the last reset.
@@ -145,6 +146,10 @@ struct parallel_stats {
   std::size_t buckets_per_step = 0;  // non-blocking all-reduces per step
   double exposed_seconds = 0;        // time spent waiting for them after the backward pass
   double step_seconds = 0;           // whole loss_and_gradient calls
+  // the last step, in seconds of std::chrono::steady_clock (one clock for all the processes of a
+  // machine): when this rank's backward pass ended and when its all-reduces completed. With the
+  // other ranks' backward ends, this separates waiting for a slower rank from communicating.
+  double last_backward_end = 0, last_reduced = 0;
 };
 
 /// One model replica per rank; the model's batch is this rank's shard of the global batch.
@@ -212,10 +217,11 @@ class data_parallel {
     const cpu::gradient_listener ready = [&](std::size_t first_final) {
       if (size_ == 1) return;
       if (reduced_from - first_final >= bucket || first_final == 0) post(first_final);
-      if (!requests.empty()) {  // lets MPI move the posted buckets along between layers
-        int done = 0;
+      // lets MPI move the posted buckets along between layers: a non-blocking collective
+      // advances a round per call into MPI, so a few calls per layer
+      int done = requests.empty();
+      for (int poll = 0; poll < o_.polls_per_layer && !done; ++poll)
         check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
-      }
     };
     double loss = model_.loss_and_gradient(local_batch, local_labels, m, ready);
     if (size_ > 1) {
@@ -224,7 +230,10 @@ class data_parallel {
       requests.emplace_back();
       check(MPI_Iallreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, comm_, &requests.back()), "MPI_Iallreduce");
       wait_all(requests, o_.timeout_seconds, "the gradient all-reduce");
-      stats_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - backward_done).count();
+      const auto reduced = std::chrono::steady_clock::now();
+      stats_.exposed_seconds += std::chrono::duration<double>(reduced - backward_done).count();
+      stats_.last_backward_end = std::chrono::duration<double>(backward_done.time_since_epoch()).count();
+      stats_.last_reduced = std::chrono::duration<double>(reduced.time_since_epoch()).count();
       const T inv = T(1) / static_cast<T>(size_);
       for (T& g : grads) g *= inv;
       loss /= size_;
