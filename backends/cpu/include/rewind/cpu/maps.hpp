@@ -14,43 +14,12 @@
 #include <array>
 #include <cstddef>
 
+#include <rewind/layout.hpp>
 #include <rewind/map.hpp>
 
 #include "lower.hpp"
 
 namespace rwd::cpu {
-
-template <class M>
-struct map_layout {
-  static constexpr std::size_t depth = M::depth;
-  static constexpr auto kinds() {
-    return hana::unpack(M::layers(), [](auto... l) { return std::array<bool, depth>{rwd::detail::is_dense<decltype(l)>...}; });
-  }
-  /// Is layer k a dense layer whose output goes straight into the activation k + 1?
-  static constexpr bool fused(std::size_t k) {
-    constexpr auto dense = kinds();
-    return dense[k] && k + 1 < depth && !dense[k + 1];
-  }
-  /// Scalars per sample of the stage buffers of one call.
-  static constexpr std::size_t stage_size(std::size_t width) {
-    std::size_t n = 0, k = 0;
-    for (const auto& s : M::shape(width)) n += fused(k++) ? 0 : s.out;
-    return n;
-  }
-  /// Scalars per sample of the backward scratch (not counting the output cotangent and result).
-  static constexpr std::size_t scratch_size(std::size_t width) {
-    std::size_t n = 0;
-    bool first = true;
-    for (const auto& s : M::shape(width))
-      if (s.dense) {
-        if (!first) n += s.in;
-        first = false;
-      }
-    return n;
-  }
-  /// Is the map's output a buffer of its own (so a cotangent may overwrite it)?
-  static constexpr bool output_is_dense() { return kinds()[depth - 1]; }
-};
 
 /// Runs map M forward and backward over caller-provided buffers.
 template <class M, class T>

@@ -442,61 +442,10 @@ class model {
     }
   };
 
-  // --- the plan of one update ----------------------------------------------------------------------
   template <class U>
-  struct update_plan {
-    using Calls = std::remove_const_t<decltype(calls_of(typename U::rhs{}))>;
-    using Adjoint = decltype(adjoint(U{}));
-    using Steps = std::remove_const_t<decltype(Adjoint::map_steps())>;
-    using Layout = pointwise_layout<State, Calls, Params, Steps>;
-    static constexpr std::size_t n_calls = Layout::n_calls, n_steps = Layout::n_steps;
-
-    /// May the cotangent of this step overwrite the call's output? Only when the output is a
-    /// buffer of its own and no expression of the adjoint reads it.
-    template <class Step>
-    static constexpr bool cotangent_in_output() {
-      using C = typename Step::call_type;
-      if constexpr (!map_layout<typename C::map_type>::output_is_dense()) return false;
-      else
-        return !hana::unpack(Adjoint::steps(), [](auto... s) {
-          return (step_reads_call<C>(s) || ... || false);
-        });
-    }
-    template <class C, class S>
-    static constexpr bool step_reads_call(S) {
-      if constexpr (rwd::detail::is_map_step<S>) return reads_call<C>(typename S::cotangent{});
-      else return reads_call<C>(typename S::value{});
-    }
-    /// Per sample: each call's input (when its argument is an expression) and stage buffers.
-    static constexpr std::size_t calls_size(std::size_t width) {
-      std::size_t n = 0;
-      hana::for_each(Calls{}, [&](auto t) {
-        using C = typename decltype(t)::type;
-        n += (state_variable<typename C::argument> ? 0 : width) + map_layout<typename C::map_type>::stage_size(width);
-      });
-      return n;
-    }
-    /// Per sample: each map step's cotangent (unless it reuses the output), scratch and result.
-    static constexpr std::size_t steps_size(std::size_t width) {
-      std::size_t n = 0;
-      hana::for_each(Steps{}, [&](auto s) {
-        using S = typename decltype(s)::type;
-        n += (cotangent_in_output<S>() ? 0 : width) + map_layout<typename S::call_type::map_type>::scratch_size(width) + width;
-      });
-      return n;
-    }
-  };
-
-  /// Where one update's call and step buffers sit, and its frame.
+  using update_plan = rwd::update_plan<State, Params, U>;
   template <class U>
-  struct update_frame {
-    using P = update_plan<U>;
-    using Layout = typename P::Layout;
-    typename Layout::template frame<T> f{};
-    std::array<const T*, P::n_calls == 0 ? 1 : P::n_calls> call_in{};
-    std::array<T*, P::n_calls == 0 ? 1 : P::n_calls> call_input{}, call_stages{}, call_out{};
-    std::array<T*, P::n_steps == 0 ? 1 : P::n_steps> cot{}, scratch{}, vjp{};
-  };
+  using update_frame = rwd::update_frame<T, State, Params, U>;
 
   template <class M>
   static constexpr std::size_t index_of_map() {

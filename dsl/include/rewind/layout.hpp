@@ -1,0 +1,106 @@
+// rewind: the buffer layouts that every backend shares. Which buffers a map call keeps (its
+// stages), what its backward needs (scratch), and, per update of a block, where its map calls,
+// its adjoint's map steps and their results sit: closed forms of the block's types and the width,
+// so that a backend's memory plan is exact and the same on the CPU and the GPU.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "adjoint.hpp"
+#include "map.hpp"
+#include "pointwise.hpp"
+
+namespace rwd {
+
+template <class M>
+struct map_layout {
+  static constexpr std::size_t depth = M::depth;
+  static constexpr auto kinds() {
+    return hana::unpack(M::layers(), [](auto... l) { return std::array<bool, depth>{detail::is_dense<decltype(l)>...}; });
+  }
+  /// Is layer k a dense layer whose output goes straight into the activation k + 1?
+  static constexpr bool fused(std::size_t k) {
+    constexpr auto dense = kinds();
+    return dense[k] && k + 1 < depth && !dense[k + 1];
+  }
+  /// Scalars per sample of the stage buffers of one call.
+  static constexpr std::size_t stage_size(std::size_t width) {
+    std::size_t n = 0, k = 0;
+    for (const auto& s : M::shape(width)) n += fused(k++) ? 0 : s.out;
+    return n;
+  }
+  /// Scalars per sample of the backward scratch (not counting the output cotangent and result).
+  static constexpr std::size_t scratch_size(std::size_t width) {
+    std::size_t n = 0;
+    bool first = true;
+    for (const auto& s : M::shape(width))
+      if (s.dense) {
+        if (!first) n += s.in;
+        first = false;
+      }
+    return n;
+  }
+  /// Is the map's output a buffer of its own (so a cotangent may overwrite it)?
+  static constexpr bool output_is_dense() { return kinds()[depth - 1]; }
+};
+
+/// The buffers of one update U of a block with state State and runtime scalars Params: its map
+/// calls, the map steps of its adjoint, their pointwise layout, and their sizes per sample.
+template <class State, class Params, class U>
+struct update_plan {
+  using Calls = std::remove_const_t<decltype(calls_of(typename U::rhs{}))>;
+  using Adjoint = decltype(adjoint(U{}));
+  using Steps = std::remove_const_t<decltype(Adjoint::map_steps())>;
+  using Layout = pointwise_layout<State, Calls, Params, Steps>;
+  static constexpr std::size_t n_calls = Layout::n_calls, n_steps = Layout::n_steps;
+
+  /// May the cotangent of this step overwrite the call's output? Only when the output is a
+  /// buffer of its own and no expression of the adjoint reads it.
+  template <class Step>
+  static constexpr bool cotangent_in_output() {
+    using C = typename Step::call_type;
+    if constexpr (!map_layout<typename C::map_type>::output_is_dense()) return false;
+    else
+      return !hana::unpack(Adjoint::steps(), [](auto... s) {
+        return (step_reads_call<C>(s) || ... || false);
+      });
+  }
+  template <class C, class S>
+  static constexpr bool step_reads_call(S) {
+    if constexpr (detail::is_map_step<S>) return reads_call<C>(typename S::cotangent{});
+    else return reads_call<C>(typename S::value{});
+  }
+  /// Per sample: each call's input (when its argument is an expression) and stage buffers.
+  static constexpr std::size_t calls_size(std::size_t width) {
+    std::size_t n = 0;
+    hana::for_each(Calls{}, [&](auto t) {
+      using C = typename decltype(t)::type;
+      n += (state_variable<typename C::argument> ? 0 : width) + map_layout<typename C::map_type>::stage_size(width);
+    });
+    return n;
+  }
+  /// Per sample: each map step's cotangent (unless it reuses the output), scratch and result.
+  static constexpr std::size_t steps_size(std::size_t width) {
+    std::size_t n = 0;
+    hana::for_each(Steps{}, [&](auto s) {
+      using S = typename decltype(s)::type;
+      n += (cotangent_in_output<S>() ? 0 : width) + map_layout<typename S::call_type::map_type>::scratch_size(width) + width;
+    });
+    return n;
+  }
+};
+
+/// Where one update's call and step buffers sit (pointers of type T, host or device), and its
+/// pointwise frame.
+template <class T, class State, class Params, class U>
+struct update_frame {
+  using P = update_plan<State, Params, U>;
+  using Layout = typename P::Layout;
+  typename Layout::template frame<T> f{};
+  std::array<const T*, P::n_calls == 0 ? 1 : P::n_calls> call_in{};
+  std::array<T*, P::n_calls == 0 ? 1 : P::n_calls> call_input{}, call_stages{}, call_out{};
+  std::array<T*, P::n_steps == 0 ? 1 : P::n_steps> cot{}, scratch{}, vjp{};
+};
+
+}  // namespace rwd
