@@ -5,7 +5,13 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstddef>
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <type_traits>
 
 #include "adjoint.hpp"
 #include "map.hpp"
@@ -101,6 +107,64 @@ struct update_frame {
   std::array<const T*, P::n_calls == 0 ? 1 : P::n_calls> call_in{};
   std::array<T*, P::n_calls == 0 ? 1 : P::n_calls> call_input{}, call_stages{}, call_out{};
   std::array<T*, P::n_steps == 0 ? 1 : P::n_steps> cot{}, scratch{}, vjp{};
+};
+
+/// Where the parameters of a block stacked `depth` times, with a linear head, sit in one flat
+/// arena: layer l's map M at l * per_layer + map_offset[M], each dense layer as its weights
+/// (out x in, column-major) then its biases; the head (classes x width, then classes biases)
+/// after the last layer. The same on every backend, so parameters move between them as they are.
+template <class Block>
+struct parameter_layout {
+  using Maps = std::remove_const_t<decltype(Block::maps())>;
+  static constexpr std::size_t n_maps = decltype(hana::length(Maps{}))::value;
+  std::size_t width = 0, depth = 0, classes = 0;
+  std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset{};
+  std::size_t per_layer = 0, head = 0, total = 0;
+
+  parameter_layout(std::size_t width_, std::size_t depth_, std::size_t classes_) : width(width_), depth(depth_), classes(classes_) {
+    hana::for_each(Maps{}, [&](auto t) {
+      using M = typename decltype(t)::type;
+      map_offset[index_of<M>()] = per_layer;
+      per_layer += M::parameter_count(width);
+    });
+    head = per_layer * depth;
+    total = head + classes * width + classes;
+  }
+  template <class M>
+  static constexpr std::size_t index_of() {
+    return detail::index_in<M>(Maps{});
+  }
+  template <class M>
+  std::size_t offset(std::size_t layer) const {
+    return layer * per_layer + map_offset[index_of<M>()];
+  }
+
+  /// Glorot-uniform weights (each map's last dense layer scaled by output_scale) and zero
+  /// biases, from std::mt19937_64(seed) in arena order: the same on every machine and backend.
+  template <class T>
+  void initialise(std::span<T> params, std::uint64_t seed, double output_scale) const {
+    std::mt19937_64 rng(seed);
+    auto fill = [&](T* w, std::size_t rows, std::size_t cols, double scale) {
+      const double a = scale * std::sqrt(6.0 / static_cast<double>(rows + cols));
+      for (std::size_t i = 0; i < rows * cols; ++i)
+        w[i] = static_cast<T>((static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2 - 1) * a);
+    };
+    std::fill(params.begin(), params.end(), T(0));
+    for (std::size_t l = 0; l < depth; ++l)
+      hana::for_each(Maps{}, [&](auto t) {
+        using M = typename decltype(t)::type;
+        std::size_t off = offset<M>(l);
+        const auto shape = M::shape(width);
+        std::size_t last_dense = 0;
+        for (std::size_t k = 0; k < shape.size(); ++k) last_dense = shape[k].dense ? k : last_dense;
+        for (std::size_t k = 0; k < shape.size(); ++k)
+          if (shape[k].dense) {
+            fill(&params[off], shape[k].out, shape[k].in, k == last_dense ? output_scale : 1.0);
+            off += shape[k].out * shape[k].in + shape[k].out;
+          }
+      });
+    fill(&params[head], classes, width, 1.0);
+  }
 };
 
 }  // namespace rwd

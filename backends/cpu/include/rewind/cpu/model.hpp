@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include <rewind/engine.hpp>
 #include <rewind/pointwise.hpp>
 #include <rewind/rewind.hpp>
 
@@ -38,77 +39,15 @@
 
 namespace rwd::cpu {
 
-/// How the gradient is computed.
-///   stored        standard backprop: keeps every layer's buffers
-///   reversible    keeps the endpoint only and rewinds; exact within the budget L*
-///   checkpointed  keeps the state every k layers (k <= L*/2) and rewinds inside each segment
-///                 from its stored top: exact to float precision at any depth, O(depth/k) memory
-///   exact         holds the state in fixed point and multiplies by each rational alpha = n/d
-///                 through an information ledger (exact.hpp): the rewind reconstructs every bit
-///                 at any depth; the gradient is exact to the precision of T
-enum class mode { stored, reversible, checkpointed, exact };
-
-inline std::string_view to_string(mode m) {
-  switch (m) {
-    case mode::stored: return "stored";
-    case mode::reversible: return "reversible";
-    case mode::checkpointed: return "checkpointed";
-    case mode::exact: return "exact";
-  }
-  return "?";
-}
-
-/// What the last exact-mode step saw: whether the rewind gave back the input bit for bit, and the
-/// ledger's size at its largest.
-struct exact_report {
-  bool bit_exact = false;
-  std::size_t ledger_planes = 0;      // words per element at the peak (planes allocated)
-  std::size_t ledger_bytes_peak = 0;  // planes * elements * 8
-  double ledger_bits_per_element = 0; // words in use at the top, * 64, per element of a scaled variable
-};
-
-struct options {
-  std::size_t width = 0, batch = 0, classes = 10;
-  std::uint64_t seed = 1;
-  std::string_view input = "x";   // the state variable that receives the input; the others start at 0
-  std::string_view output = "x";  // the state variable the loss head reads
-  // The last dense layer of every map starts at this fraction of its Glorot scale, so that the
-  // maps start with small slopes (as residual branches usually do): a slope near +1 already
-  // divides the budget by ten (see rwd::budget with a declared slope).
-  double output_init_scale = 0.02;
-  // mode::checkpointed stores the state every this many layers; 0 chooses floor(L*/2) from the
-  // block's budget in the model's scalar type (16 when the block's budget is data-dependent).
-  std::size_t checkpoint_every = 0;
-  // mode::exact: fractional bits of the fixed-point state; values must stay within +-2^(52 - F)
-  // (checked: a value outside is an error, never a wrong gradient).
-  int exact_fraction_bits = 32;
-  // mode::reversible deeper than the budget L* of T is refused (rewind E007) unless this says the
-  // garbage is wanted on purpose: to measure the cliff, or time a step regardless of its gradient.
-  bool lossy = false;
-};
-
-/// Bytes of a training step's activations and workspaces, besides parameters, their gradients
-/// and the input batch: measured (tracked peak) or planned (closed form).
-struct memory_plan {
-  std::size_t state_bytes = 0;      // state and cotangents: 2 * (state variables) * width * batch
-  std::size_t tape_bytes = 0;       // stored mode: depth * per-layer tape
-  std::size_t workspace_bytes = 0;  // the largest of the head and any update's workspace
-  std::size_t total() const { return state_bytes + tape_bytes + workspace_bytes; }
-};
-
-/// What the audit reports: how well the rewind reconstructs and how close the two gradients are.
-struct audit_report {
-  std::vector<double> layer_error;  // relative error of the reconstructed input of each layer
-  double cosine = 0;                // between the audited mode's gradient and stored backprop's
-  double max_rel_error = 0;         // max |audited - stored| / max |stored|
-  double loss = 0;
-};
-
-/// Told, during a backward pass, each time a suffix of the gradient arena is final: gradients()
-/// from the offset it is given to the end hold their final values. The head comes first (it sits
-/// at the end of the arena), then every layer from the top down. Data parallelism all-reduces
-/// those suffixes while the rewind goes on below (rwd::mpi::data_parallel).
-using gradient_listener = std::function<void(std::size_t first_final)>;
+// mode, options, memory_plan, audit_report, exact_report and gradient_listener are shared with
+// the CUDA backend (rewind/engine.hpp); they are rwd::cpu:: names too.
+using rwd::audit_report;
+using rwd::exact_report;
+using rwd::gradient_listener;
+using rwd::memory_plan;
+using rwd::mode;
+using rwd::options;
+using rwd::to_string;
 
 template <class T, class Block>
 class model {
@@ -136,14 +75,10 @@ class model {
     input_ = state_index(o.input);
     output_ = state_index(o.output);
     rwd::detail::check_runtime_coefficients<Block>(bindings);
-    std::size_t p = 0;
-    hana::for_each(Maps{}, [&](auto t) {
-      using M = typename decltype(t)::type;
-      map_offset_[index_of_map<M>()] = p;
-      p += M::parameter_count(o.width);
-    });
-    per_layer_ = p;
-    head_offset_ = per_layer_ * depth_;
+    const parameter_layout<Block> arena(o.width, depth, o.classes);
+    map_offset_ = arena.map_offset;
+    per_layer_ = arena.per_layer;
+    head_offset_ = arena.head;
     if (o.exact_fraction_bits < 0 || o.exact_fraction_bits > 52) throw error("rewind: exact_fraction_bits is in [0, 52]");
     fixed_scale_ = std::ldexp(1.0, o.exact_fraction_bits);
     fixed_unit_ = std::ldexp(1.0, -o.exact_fraction_bits);
@@ -154,7 +89,7 @@ class model {
       const budget_report& b = budget_;
       segment_ = !b.known() ? 16 : b.unlimited() ? depth : std::max<std::size_t>(1, static_cast<std::size_t>(b.layers / 2));
     }
-    params_.assign(head_offset_ + o.classes * o.width + o.classes, T(0));
+    params_.assign(arena.total, T(0));
     grads_.assign(params_.size(), T(0));
     std::size_t pi = 0;
     hana::for_each(Params{}, [&](auto t) { scalars_[pi++] = static_cast<T>(scalar_value(typename decltype(t)::type{}, bindings)); });
@@ -180,29 +115,9 @@ class model {
   std::size_t checkpoint_every() const { return segment_; }
 
   /// Glorot-uniform weights (each map's last dense layer scaled by output_init_scale) and zero
-  /// biases, from std::mt19937_64(seed) in arena order: the same on every machine.
+  /// biases, from std::mt19937_64(seed) in arena order: the same on every machine and backend.
   void initialise(std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    auto fill = [&](T* w, std::size_t rows, std::size_t cols, double scale) {
-      const double a = scale * std::sqrt(6.0 / static_cast<double>(rows + cols));
-      for (std::size_t i = 0; i < rows * cols; ++i)
-        w[i] = static_cast<T>((static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2 - 1) * a);
-    };
-    std::fill(params_.begin(), params_.end(), T(0));
-    for (std::size_t l = 0; l < depth_; ++l)
-      hana::for_each(Maps{}, [&](auto t) {
-        using M = typename decltype(t)::type;
-        std::size_t off = l * per_layer_ + map_offset_[index_of_map<M>()];
-        const auto shape = M::shape(o_.width);
-        std::size_t last_dense = 0;
-        for (std::size_t k = 0; k < shape.size(); ++k) last_dense = shape[k].dense ? k : last_dense;
-        for (std::size_t k = 0; k < shape.size(); ++k)
-          if (shape[k].dense) {
-            fill(&params_[off], shape[k].out, shape[k].in, k == last_dense ? o_.output_init_scale : 1.0);
-            off += shape[k].out * shape[k].in + shape[k].out;
-          }
-      });
-    fill(&params_[head_offset_], o_.classes, o_.width, 1.0);
+    parameter_layout<Block>(o_.width, depth_, o_.classes).initialise(std::span<T>(params_), seed, o_.output_init_scale);
   }
 
   /// The state after the whole stack for an input batch (width x batch, column-major).

@@ -1,0 +1,85 @@
+// rewind: what every backend's engine shares: the gradient modes, the model's options, the
+// memory plan, the audit's report, and the listener told of finished gradients.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace rwd {
+
+/// How the gradient is computed.
+///   stored        standard backprop: keeps every layer's buffers
+///   reversible    keeps the endpoint only and rewinds; exact within the budget L*
+///   checkpointed  keeps the state every k layers (k <= L*/2) and rewinds inside each segment
+///                 from its stored top: exact to float precision at any depth, O(depth/k) memory
+///   exact         holds the state in fixed point and multiplies by each rational alpha = n/d
+///                 through an information ledger (the CPU backend's exact.hpp): the rewind reconstructs every bit
+///                 at any depth; the gradient is exact to the precision of T
+enum class mode { stored, reversible, checkpointed, exact };
+
+inline std::string_view to_string(mode m) {
+  switch (m) {
+    case mode::stored: return "stored";
+    case mode::reversible: return "reversible";
+    case mode::checkpointed: return "checkpointed";
+    case mode::exact: return "exact";
+  }
+  return "?";
+}
+
+/// What the last exact-mode step saw: whether the rewind gave back the input bit for bit, and the
+/// ledger's size at its largest.
+struct exact_report {
+  bool bit_exact = false;
+  std::size_t ledger_planes = 0;      // words per element at the peak (planes allocated)
+  std::size_t ledger_bytes_peak = 0;  // planes * elements * 8
+  double ledger_bits_per_element = 0; // words in use at the top, * 64, per element of a scaled variable
+};
+
+struct options {
+  std::size_t width = 0, batch = 0, classes = 10;
+  std::uint64_t seed = 1;
+  std::string_view input = "x";   // the state variable that receives the input; the others start at 0
+  std::string_view output = "x";  // the state variable the loss head reads
+  // The last dense layer of every map starts at this fraction of its Glorot scale, so that the
+  // maps start with small slopes (as residual branches usually do): a slope near +1 already
+  // divides the budget by ten (see rwd::budget with a declared slope).
+  double output_init_scale = 0.02;
+  // mode::checkpointed stores the state every this many layers; 0 chooses floor(L*/2) from the
+  // block's budget in the model's scalar type (16 when the block's budget is data-dependent).
+  std::size_t checkpoint_every = 0;
+  // mode::exact: fractional bits of the fixed-point state; values must stay within +-2^(52 - F)
+  // (checked: a value outside is an error, never a wrong gradient).
+  int exact_fraction_bits = 32;
+  // mode::reversible deeper than the budget L* of T is refused (rewind E007) unless this says the
+  // garbage is wanted on purpose: to measure the cliff, or time a step regardless of its gradient.
+  bool lossy = false;
+};
+
+/// Bytes of a training step's activations and workspaces, besides parameters, their gradients
+/// and the input batch: measured (tracked peak) or planned (closed form).
+struct memory_plan {
+  std::size_t state_bytes = 0;      // state and cotangents: 2 * (state variables) * width * batch
+  std::size_t tape_bytes = 0;       // stored mode: depth * per-layer tape
+  std::size_t workspace_bytes = 0;  // the largest of the head and any update's workspace
+  std::size_t total() const { return state_bytes + tape_bytes + workspace_bytes; }
+};
+
+/// What the audit reports: how well the rewind reconstructs and how close the two gradients are.
+struct audit_report {
+  std::vector<double> layer_error;  // relative error of the reconstructed input of each layer
+  double cosine = 0;                // between the audited mode's gradient and stored backprop's
+  double max_rel_error = 0;         // max |audited - stored| / max |stored|
+  double loss = 0;
+};
+
+/// Told, during a backward pass, each time a suffix of the gradient arena is final: gradients()
+/// from the offset it is given to the end hold their final values. The head comes first (it sits
+/// at the end of the arena), then every layer from the top down. Data parallelism all-reduces
+/// those suffixes while the rewind goes on below (rwd::mpi::data_parallel).
+using gradient_listener = std::function<void(std::size_t first_final)>;
+
+}  // namespace rwd
