@@ -14,6 +14,8 @@
 #include <type_traits>
 
 #include "adjoint.hpp"
+#include "budget.hpp"
+#include "engine.hpp"
 #include "map.hpp"
 #include "pointwise.hpp"
 
@@ -166,5 +168,43 @@ struct parameter_layout {
     fill(&params[head], classes, width, 1.0);
   }
 };
+
+/// The closed-form memory of one training step of Block stacked `depth` times, in bytes, for
+/// the float modes (stored, reversible, checkpointed with segments of `segment` layers), as every
+/// backend lays it out: the state and cotangents; the tape (stored: per layer and update, the
+/// target's old value and the calls' buffers; checkpointed: one state per segment boundary below
+/// the top); and the largest workspace: the head's logits, or an update's call and step buffers
+/// (stored: its step buffers, less the tape of the updates after it, freed by then).
+template <class Block>
+memory_plan step_plan(mode m, std::size_t width, std::size_t batch, std::size_t classes, std::size_t depth, std::size_t segment,
+                      std::size_t bytes) {
+  using State = std::remove_const_t<decltype(Block::state())>;
+  using Params = std::remove_const_t<decltype(Block::params())>;
+  constexpr std::size_t ns = Block::state_size;
+  const std::size_t wb = width * batch;
+  memory_plan p;
+  p.state_bytes = 2 * ns * wb * bytes;
+  std::size_t tape = 0;
+  long long widest = static_cast<long long>(classes * batch), freed = 0;
+  hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
+    using P = update_plan<State, Params, decltype(u)>;
+    const std::size_t entry = (width + P::calls_size(width)) * batch;
+    tape += entry;
+    const long long ws = m == mode::stored ? static_cast<long long>(P::steps_size(width) * batch) - freed
+                                           : static_cast<long long>((P::calls_size(width) + P::steps_size(width)) * batch);
+    widest = std::max(widest, ws);
+    freed += static_cast<long long>(entry);
+  });
+  p.tape_bytes = m == mode::stored ? depth * tape * bytes : m == mode::checkpointed ? (depth - 1) / segment * ns * wb * bytes : 0;
+  p.workspace_bytes = static_cast<std::size_t>(widest) * bytes;
+  return p;
+}
+
+/// Layers per segment of mode::checkpointed: as asked, or (0) floor(L*/2) from the block's budget
+/// (16 when the budget is data-dependent, the whole depth when it is unlimited).
+inline std::size_t checkpoint_segment(std::size_t asked, const budget_report& b, std::size_t depth) {
+  if (asked) return asked;
+  return !b.known() ? 16 : b.unlimited() ? depth : std::max<std::size_t>(1, static_cast<std::size_t>(b.layers / 2));
+}
 
 }  // namespace rwd

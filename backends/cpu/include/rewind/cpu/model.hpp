@@ -84,11 +84,7 @@ class model {
     fixed_unit_ = std::ldexp(1.0, -o.exact_fraction_bits);
     budget_ = rwd::budget<T>(Block{}, bindings);
     ledger_slot_ = compute_ledger_slots();  // skips updates whose alpha is data-dependent
-    segment_ = o.checkpoint_every;
-    if (segment_ == 0) {
-      const budget_report& b = budget_;
-      segment_ = !b.known() ? 16 : b.unlimited() ? depth : std::max<std::size_t>(1, static_cast<std::size_t>(b.layers / 2));
-    }
+    segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
     params_.assign(arena.total, T(0));
     grads_.assign(params_.size(), T(0));
     std::size_t pi = 0;
@@ -224,24 +220,7 @@ class model {
   /// reversible plan plus one stored state per segment boundary below the top.
   memory_plan plan(mode m) const {
     const std::size_t wb = o_.width * o_.batch, bytes = sizeof(T);
-    memory_plan p;
-    p.state_bytes = 2 * ns * wb * bytes;
-    std::size_t tape = 0;
-    long long widest = static_cast<long long>(o_.classes * o_.batch), freed = 0;
-    hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
-      using P = update_plan<decltype(u)>;
-      const std::size_t entry = (o_.width + P::calls_size(o_.width)) * o_.batch;
-      tape += entry;
-      const long long ws = m == mode::stored
-                               ? static_cast<long long>(P::steps_size(o_.width) * o_.batch) - freed
-                               : static_cast<long long>((P::calls_size(o_.width) + P::steps_size(o_.width)) * o_.batch);
-      widest = std::max(widest, ws);
-      freed += static_cast<long long>(entry);
-    });
-    p.tape_bytes = m == mode::stored         ? depth_ * tape * bytes
-                   : m == mode::checkpointed ? (depth_ - 1) / segment_ * ns * wb * bytes
-                                             : 0;
-    p.workspace_bytes = static_cast<std::size_t>(widest) * bytes;
+    memory_plan p = step_plan<Block>(m, o_.width, o_.batch, o_.classes, depth_, segment_, bytes);
     if (m == mode::exact) {  // + the fixed-point state, a g buffer, and a bound on the ledger
       p.state_bytes += ns * wb * sizeof(std::int64_t);
       p.workspace_bytes += wb * bytes;
