@@ -368,14 +368,14 @@ constexpr bool is_scalar(E) {
 namespace detail {
 /// Append hana::type_c<T> to a tuple of types unless it is there already.
 template <class Tuple, class T>
-constexpr auto insert_unique(Tuple t, hana::basic_type<T> x) {
-  if constexpr (decltype(hana::contains(t, x))::value) return t;
-  else return hana::append(t, x);
+constexpr auto insert_unique(Tuple t, hana::basic_type<T>) {
+  if constexpr (decltype(hana::contains(Tuple{}, hana::type_c<T>))::value) return t;
+  else return hana::append(t, hana::type_c<T>);
 }
 /// Position of the type V in a tuple of hana types.
 template <class V, class Tuple>
-constexpr std::size_t index_in(Tuple t) {
-  return std::remove_cvref_t<decltype(hana::index_if(t, hana::equal.to(hana::type_c<V>)).value())>::value;
+constexpr std::size_t index_in(Tuple) {
+  return std::remove_cvref_t<decltype(hana::index_if(Tuple{}, hana::equal.to(hana::type_c<V>)).value())>::value;
 }
 template <class Tuple, class... Ts>
 constexpr auto insert_all(Tuple t, hana::tuple<Ts...> xs) {

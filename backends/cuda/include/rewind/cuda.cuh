@@ -1,0 +1,7 @@
+// rewind: the CUDA backend (compile with nvcc): rwd::cuda::model, the GPU engine.
+#pragma once
+
+#include "cuda/kernels.cuh"
+#include "cuda/maps.cuh"
+#include "cuda/model.cuh"
+#include "cuda/runtime.cuh"

@@ -1,0 +1,90 @@
+// The GPU half of the engine tests: runs rwd::cuda::model on what test_gpu.cpp hands over.
+#include <rewind/cuda.cuh>
+
+#include "../dsl/blocks.hpp"
+#include "bridge.hpp"
+
+namespace gpu_bridge {
+namespace {
+namespace tb = test_blocks;
+
+template <class T>
+std::vector<double> widen(const std::vector<T>& v) {
+  return {v.begin(), v.end()};
+}
+
+template <class T, class Block>
+step_result run_block(Block b, std::size_t depth, const rwd::options& o, const std::vector<T>& params, const std::vector<T>& batch,
+                      const std::vector<int>& labels, rwd::mode m) {
+  rwd::cuda::model<T, Block> model(b, depth, o, rwd::env{}.set("mu", 0.6));
+  model.set_parameters(params);
+  step_result r;
+  model.memory().reset_peak();
+  r.loss = model.loss_and_gradient(batch, labels, m);
+  r.peak = model.memory().peak();
+  r.plan = model.plan(m).total();
+  r.gradients = widen(model.gradients());
+  r.input_gradient = widen(model.input_gradient());
+  const auto state = model.forward(batch);
+  for (const auto& s : state) r.final_state.insert(r.final_state.end(), s.begin(), s.end());
+  for (const auto& s : model.rewind(state)) r.rewound.insert(r.rewound.end(), s.begin(), s.end());
+  r.predicted = model.predict(batch);
+  model.apply(rwd::sgd{.lr = 0.05, .momentum = 0.9});
+  r.after_sgd = widen(model.parameters());
+  model.loss_and_gradient(batch, labels, m);
+  model.apply(rwd::adam{.lr = 0.01});
+  r.after_adam = widen(model.parameters());
+  return r;
+}
+}  // namespace
+
+std::string unavailable() { return rwd::cuda::no_device().value_or(""); }
+
+template <class T>
+step_result run(const std::string& block, std::size_t depth, const rwd::options& o, const std::vector<T>& params,
+                const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m) {
+  if (block == "momentum") return run_block<T>(tb::momentum, depth, o, params, batch, labels, m);
+  if (block == "leapfrog") return run_block<T>(tb::leapfrog, depth, o, params, batch, labels, m);
+  if (block == "coupling") return run_block<T>(tb::coupling, depth, o, params, batch, labels, m);
+  if (block == "three") return run_block<T>(tb::three, depth, o, params, batch, labels, m);
+  if (block == "runtime_mu") return run_block<T>(tb::runtime_mu, depth, o, params, batch, labels, m);
+  if (block == "affine") return run_block<T>(tb::affine, depth, o, params, batch, labels, m);
+  throw rwd::error("rewind: the bridge knows no block '" + block + "'");
+}
+template step_result run<float>(const std::string&, std::size_t, const rwd::options&, const std::vector<float>&, const std::vector<float>&,
+                                const std::vector<int>&, rwd::mode);
+template step_result run<double>(const std::string&, std::size_t, const rwd::options&, const std::vector<double>&,
+                                 const std::vector<double>&, const std::vector<int>&, rwd::mode);
+
+namespace {
+// a template: nvcc's host pass cannot spell the block's type where it is written out
+template <class Block>
+std::string refusals_of(Block b) {
+  std::string out;
+  auto expect = [&](auto&& f) {
+    try {
+      f();
+      out += "(accepted)\n";
+    } catch (const rwd::error& e) {
+      out += std::string(e.what()) + "\n";
+    }
+  };
+  rwd::cuda::model<float, Block> m(b, 4, {.width = 8, .batch = 3, .classes = 3});
+  const std::vector<float> good(24, 0.5f);
+  const std::vector<int> labels{0, 1, 2};
+  expect([&] { m.loss_and_gradient(std::vector<float>(23, 0.f), labels, rwd::mode::reversible); });
+  std::vector<float> nan = good;
+  nan[5] = std::nanf("");
+  expect([&] { m.loss_and_gradient(nan, labels, rwd::mode::reversible); });
+  expect([&] { m.loss_and_gradient(good, std::vector<int>{0, 1, 3}, rwd::mode::reversible); });
+  expect([&] { m.loss_and_gradient(good, labels, rwd::mode::exact); });
+  expect([&] { m.set_parameters(std::vector<float>(3, 0.f)); });
+  rwd::cuda::model<float, Block> deep(b, 200, {.width = 8, .batch = 3, .classes = 3});
+  expect([&] { deep.loss_and_gradient(good, labels, rwd::mode::reversible); });
+  return out;
+}
+}  // namespace
+
+std::string refusals() { return refusals_of(tb::momentum); }
+
+}  // namespace gpu_bridge

@@ -1,0 +1,182 @@
+// The CUDA engine's elementwise functors (rewind/cuda/ops.hpp), run on the host against the CPU
+// backend: for every update of eight blocks, the update, its inverse and every step of its
+// adjoint, as the functor the GPU kernel runs computes it and as the CPU's Eigen lowering does;
+// then the map epilogues, the loss head and the optimizers. No GPU and no CUDA needed.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <vector>
+
+#include <rewind/cpu.hpp>
+#include <rewind/cuda/ops.hpp>
+
+#include "../dsl/blocks.hpp"
+
+namespace {
+namespace tb = test_blocks;
+namespace hana = boost::hana;
+using array = Eigen::Array<double, Eigen::Dynamic, 1>;
+constexpr std::size_t n = 257;
+
+/// E at every element, by the CPU backend's lowering (a scalar expression broadcast).
+template <class Layout, class E, class Frame>
+array cpu_eval(const Frame& f) {
+  auto e = rwd::cpu::lower<Layout, E, double>(f, static_cast<Eigen::Index>(n));
+  if constexpr (std::is_arithmetic_v<decltype(e)>) return array::Constant(n, e);
+  else return e;
+}
+
+/// Runs a functor over [0, n) on the host, as the kernel does on the device.
+template <class Op>
+void run(const Op& op) {
+  for (std::size_t i = 0; i < n; ++i) op(i);
+}
+
+double max_diff(const array& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(a[static_cast<Eigen::Index>(i)] - b[i]) / (1 + std::abs(b[i])));
+  return worst;
+}
+
+template <class Block>
+int check_block(Block, double mu = 0.7) {
+  using State = std::remove_const_t<decltype(Block::state())>;
+  using Params = std::remove_const_t<decltype(Block::params())>;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  auto random = [&] {
+    std::vector<double> v(n);
+    for (auto& e : v) e = normal(rng);
+    return v;
+  };
+  std::vector<std::vector<double>> storage;
+  int checked = 0;
+  hana::for_each(Block::updates(), [&](auto u) {
+    using U = std::remove_cvref_t<decltype(u)>;
+    using Frame = rwd::update_frame<double, State, Params, U>;
+    using Layout = typename Frame::Layout;
+    typename Layout::template frame<double> f{};
+    for (std::size_t k = 0; k < Layout::n_state; ++k) {
+      f.state[k] = storage.emplace_back(random()).data();
+      f.bars[k] = storage.emplace_back(random()).data();
+    }
+    for (std::size_t c = 0; c < Layout::n_calls; ++c) f.calls[c] = storage.emplace_back(random()).data();
+    for (std::size_t j = 0; j < Layout::n_steps; ++j) f.vjps[j] = storage.emplace_back(random()).data();
+    for (std::size_t p = 0; p < Layout::n_params; ++p) f.params[p] = mu;
+    std::vector<double> out(n);
+    // the update
+    run(rwd::cuda::assign_op<Layout, typename U::rhs, double>{f, out.data()});
+    CHECK(max_diff(cpu_eval<Layout, typename U::rhs>(f), out) < 1e-14);
+    // its inverse, in place on a copy of the target
+    std::vector<double> target(f.state[Layout::template state_index<typename U::target>],
+                               f.state[Layout::template state_index<typename U::target>] + n);
+    auto g = f;
+    g.state[Layout::template state_index<typename U::target>] = target.data();
+    const array inverse = (cpu_eval<Layout, typename U::target>(g) - cpu_eval<Layout, typename U::g>(g)) /
+                          cpu_eval<Layout, typename U::alpha>(g);
+    run(rwd::cuda::invert_op<Layout, U, double>{g, target.data()});
+    CHECK(max_diff(inverse, target) < 1e-14);
+    // every step of its adjoint: map cotangents, accumulations, assignments
+    hana::for_each(rwd::adjoint(U{}).steps(), [&](auto step) {
+      using S = std::remove_cvref_t<decltype(step)>;
+      if constexpr (rwd::detail::is_map_step<S>) {
+        run(rwd::cuda::assign_op<Layout, typename S::cotangent, double>{f, out.data()});
+        CHECK(max_diff(cpu_eval<Layout, typename S::cotangent>(f), out) < 1e-14);
+      } else {
+        std::vector<double> acc(f.bars[0], f.bars[0] + n);
+        run(rwd::cuda::accumulate_op<Layout, typename S::value, double>{f, acc.data()});
+        const array want = Eigen::Map<const array>(f.bars[0], n) + cpu_eval<Layout, typename S::value>(f);
+        CHECK(max_diff(want, acc) < 1e-14);
+      }
+      ++checked;
+    });
+    ++checked;
+  });
+  return checked;
+}
+}  // namespace
+
+TEST_CASE("cuda ops: updates, inverses and adjoint steps agree with the CPU lowering, eight blocks") {
+  int checked = 0;
+  checked += check_block(tb::momentum);
+  checked += check_block(tb::leapfrog);
+  checked += check_block(tb::coupling);
+  checked += check_block(tb::three);
+  checked += check_block(tb::runtime_mu, 0.6);
+  checked += check_block(tb::two_maps);
+  checked += check_block(tb::expansive);
+  checked += check_block(tb::long_sum);
+  checked += check_block(tb::affine);
+  CHECK(checked > 40);
+}
+
+TEST_CASE("cuda ops: map epilogues, the loss head and the optimizers agree with the CPU") {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal;
+  const std::size_t rows = 7, batch = 5;
+  std::vector<double> y(rows * batch), b(rows), g(rows * batch);
+  for (auto* v : {&y, &b, &g})
+    for (auto& e : *v) e = normal(rng);
+  // bias + tanh in one pass, and its backward from the output
+  std::vector<double> fused = y;
+  for (std::size_t i = 0; i < fused.size(); ++i) rwd::cuda::bias_activation_op<rwd::fn::tanh_fn, double>{fused.data(), b.data(), rows}(i);
+  for (std::size_t i = 0; i < fused.size(); ++i) CHECK(fused[i] == doctest::Approx(std::tanh(y[i] + b[i % rows])).epsilon(1e-15));
+  std::vector<double> back = g, copy(g.size());
+  for (std::size_t i = 0; i < back.size(); ++i)
+    rwd::cuda::activation_backward_op<rwd::fn::tanh_fn, double>{back.data(), fused.data(), copy.data()}(i);
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    CHECK(back[i] == doctest::Approx(g[i] * (1 - fused[i] * fused[i])).epsilon(1e-15));
+    CHECK(copy[i] == back[i]);
+  }
+  // bias gradient: row sums over the batch, accumulated
+  std::vector<double> gb(rows, 1.0);
+  for (std::size_t r = 0; r < rows; ++r) rwd::cuda::bias_gradient_op<double>{g.data(), gb.data(), rows, batch}(r);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double s = 1;
+    for (std::size_t c = 0; c < batch; ++c) s += g[r + c * rows];
+    CHECK(gb[r] == doctest::Approx(s).epsilon(1e-15));
+  }
+  // softmax cross-entropy per column
+  const std::size_t classes = 4;
+  std::vector<double> z(classes * batch), losses(batch);
+  for (auto& e : z) e = 3 * normal(rng);
+  const std::vector<double> z0 = z;
+  const std::vector<int> labels{0, 3, 1, 2, 3};
+  for (std::size_t c = 0; c < batch; ++c) rwd::cuda::softmax_xent_op<double>{z.data(), labels.data(), losses.data(), classes, batch}(c);
+  for (std::size_t c = 0; c < batch; ++c) {
+    double sum = 0;
+    for (std::size_t k = 0; k < classes; ++k) sum += std::exp(z0[c * classes + k]);
+    CHECK(losses[c] == doctest::Approx(std::log(sum) - z0[c * classes + labels[c]]).epsilon(1e-13));
+    for (std::size_t k = 0; k < classes; ++k)
+      CHECK(z[c * classes + k] ==
+            doctest::Approx((std::exp(z0[c * classes + k]) / sum - (static_cast<int>(k) == labels[c])) / batch).epsilon(1e-13));
+  }
+  // a non-finite value raises the flag
+  std::vector<double> vals{1, 2, std::nan(""), 4};
+  int flag = 0;
+  for (std::size_t i = 0; i < vals.size(); ++i) rwd::cuda::nonfinite_op<double>{vals.data(), &flag}(i);
+  CHECK(flag == 1);
+  // sgd and adam: the same arithmetic as the CPU's optimizers, step by step
+  std::vector<double> theta(30), grad(30);
+  for (auto* v : {&theta, &grad})
+    for (auto& e : *v) e = normal(rng);
+  std::vector<double> t_cpu = theta, t_gpu = theta, m1(30, 0), m2(30, 0);
+  rwd::cpu::optimizer_state<double> state;
+  const rwd::adam a{.lr = 0.01, .weight_decay = 0.1};
+  for (int s = 1; s <= 3; ++s) {
+    rwd::cpu::step(a, std::span<double>(t_cpu), std::span<const double>(grad), state);
+    const double c1 = 1 - std::pow(a.beta1, s), c2 = 1 - std::pow(a.beta2, s);
+    for (std::size_t i = 0; i < theta.size(); ++i)
+      rwd::cuda::adam_op<double>{t_gpu.data(), grad.data(), m1.data(), m2.data(), a.beta1, a.beta2, a.lr / c1, std::sqrt(c2), a.eps,
+                                 a.lr * a.weight_decay}(i);
+  }
+  for (std::size_t i = 0; i < theta.size(); ++i) CHECK(t_gpu[i] == doctest::Approx(t_cpu[i]).epsilon(1e-15));
+  std::vector<double> s_cpu = theta, s_gpu = theta, vel(30, 0);
+  rwd::cpu::optimizer_state<double> sgd_state;
+  const rwd::sgd o{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01};
+  for (int s = 0; s < 3; ++s) {
+    rwd::cpu::step(o, std::span<double>(s_cpu), std::span<const double>(grad), sgd_state);
+    for (std::size_t i = 0; i < theta.size(); ++i) rwd::cuda::sgd_op<double>{s_gpu.data(), grad.data(), vel.data(), o.lr, o.momentum, o.weight_decay}(i);
+  }
+  for (std::size_t i = 0; i < theta.size(); ++i) CHECK(s_gpu[i] == doctest::Approx(s_cpu[i]).epsilon(1e-15));
+}
