@@ -3,9 +3,12 @@
 // over-budget networks on purpose: the networks are built under policy::lossy.
 #include <fmt/core.h>
 
+#include <cmath>
 #include <random>
+#include <utility>
 
 #include "commands.hpp"
+#include "gpu.hpp"
 #include "report.hpp"
 
 namespace rewind_cli {
@@ -19,6 +22,20 @@ struct cell {
   long long layers = 0;
 };
 
+/// Cosine and max relative error of a gradient against stored backprop's (as the CPU's audit).
+template <class T>
+std::pair<double, double> agreement(const std::vector<T>& stored, const std::vector<T>& other) {
+  double dot = 0, ns2 = 0, no2 = 0, scale = 0, worst = 0;
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    const double s = stored[i], v = other[i];
+    dot += s * v, ns2 += s * s, no2 += v * v;
+    scale = std::max(scale, std::abs(s));
+    worst = std::max(worst, std::abs(s - v));
+  }
+  if (!std::isfinite(no2) || !std::isfinite(worst)) return {std::nan(""), INFINITY};
+  return {ns2 > 0 && no2 > 0 ? dot / std::sqrt(ns2 * no2) : 0, scale > 0 ? worst / scale : 0};
+}
+
 template <class T>
 cell measure(const std::string& policy, double mu, std::size_t depth, const budget_options& o) {
   const rwd::env e = rwd::env{}.set("mu", mu);
@@ -31,6 +48,15 @@ cell measure(const std::string& policy, double mu, std::size_t depth, const budg
   for (auto& p : data) p = static_cast<T>(pixel(rng));
   std::vector<int> labels(o.batch);
   for (std::size_t j = 0; j < o.batch; ++j) labels[j] = static_cast<int>(j % ref::classes);
+  if (o.device == "cuda") {  // the same comparison on the GPU, from the same weights
+    auto gpu = gpu::make<T>(net.depth, model.config(), mu);
+    gpu->set_parameters(model.parameters());
+    gpu->loss_and_gradient(data, labels, rwd::mode::stored);
+    const std::vector<T> stored = gpu->gradients();
+    gpu->loss_and_gradient(data, labels, parse_mode(policy));
+    const auto [cosine, rel] = agreement(stored, gpu->gradients());
+    return {policy, mu, depth, cosine, rel, net.budget.depth, net.budget.layers};
+  }
   const auto a = model.audit(data, labels, parse_mode(policy));
   return {policy, mu, depth, a.cosine, a.max_rel_error, net.budget.depth, net.budget.layers};
 }
@@ -43,8 +69,13 @@ int run_budget(const budget_options& o) {
   for (const auto& p : o.policies)
     if (p != "reversible" && p != "checkpointed" && p != "exact")
       throw rwd::error("rewind: --policies takes reversible, checkpointed and/or exact");
-  fmt::print("rewind budget: momentum, width {}, batch {}, {}; each policy's gradient against stored backprop\n", o.width,
-             o.batch, o.dtype);
+  if (o.device == "cuda") {
+    if (const std::string why = gpu::unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
+    for (const auto& p : o.policies)
+      if (p == "exact") throw rwd::error("rewind: --device cuda: policy exact runs on the CPU backend only");
+  }
+  fmt::print("rewind budget: momentum, width {}, batch {}, {}, on the {}; each policy's gradient against stored backprop\n", o.width,
+             o.batch, o.dtype, o.device == "cuda" ? "GPU" : "CPU");
   fmt::print("('!' marks a depth beyond the predicted budget L*)\n\n{:>13} {:>6} {:>6} {:>8} {:>12} {:>12}\n", "policy", "mu",
              "depth", "L*", "cosine", "rel err");
   std::vector<cell> cells;
@@ -60,8 +91,9 @@ int run_budget(const budget_options& o) {
       }
   fmt::print("({:.0f} s)\n", bar.elapsed());
   if (o.json.empty()) return 0;
-  std::string json = fmt::format("{{\"config\": {{\"width\": {}, \"batch\": {}, \"dtype\": \"{}\", \"block\": \"momentum\"}},\n \"rows\": [\n",
-                                 o.width, o.batch, o.dtype);
+  std::string json = fmt::format(
+      "{{\"config\": {{\"width\": {}, \"batch\": {}, \"dtype\": \"{}\", \"block\": \"momentum\", \"device\": \"{}\"}},\n \"rows\": [\n",
+      o.width, o.batch, o.dtype, o.device);
   std::string csv = "policy,mu,depth,cosine,rel_err,budget\n";
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const cell& c = cells[i];

@@ -21,7 +21,7 @@ struct memory_options {
   std::size_t batch = 128, width = 784;
   double mu = 0.9;
   int steps = 5, threads = 0;
-  std::string json;
+  std::string json, device = "cpu";
   bool child = false;  // internal: measure one configuration in this process, print one line
   int child_mode = 0;
 };
@@ -33,7 +33,7 @@ struct budget_options {
   std::string dtype = "float32";
   std::vector<std::string> policies{"reversible"};  // and/or "checkpointed"
   std::size_t batch = 32, width = 784;
-  std::string json;
+  std::string json, device = "cpu";
 };
 int run_budget(const budget_options& o);
 
@@ -47,7 +47,7 @@ int run_trajectory(const trajectory_options& o);
 struct train_options {
   std::size_t depth = 64, batch = 128, epochs = 3, train_limit = 0, test_limit = 0;
   double mu = 0.9, lr = 1e-4;
-  std::string mode = "both", data = "/usr/share/datasets/fashion-mnist", json;
+  std::string mode = "both", data = "/usr/share/datasets/fashion-mnist", json, device = "cpu";
   bool data_given = false, synthetic = false;
   unsigned seed = 1;
 };

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   me->add_option("--steps", mo.steps, "measured steps per configuration (median)")->check(CLI::PositiveNumber);
   me->add_option("--threads", mo.threads, "GEMM threads (0: all cores)")->check(CLI::NonNegativeNumber);
   me->add_option("--json", mo.json, "write the results as JSON (CSV and PNG beside it)");
+  me->add_option("--device", mo.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   me->add_flag("--child", mo.child)->group("");
   me->add_option("--child-mode", mo.child_mode)->group("");
 
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   bu->add_option("--batch", bo.batch, "batch size")->check(CLI::PositiveNumber);
   bu->add_option("--width", bo.width, "state width")->check(CLI::PositiveNumber);
   bu->add_option("--json", bo.json, "write the results as JSON (CSV and PNG beside it)");
+  bu->add_option("--device", bo.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
 
   trajectory_options to;
   auto* tr = app.add_subcommand("trajectory", "the rewind error along a trajectory of 2-D particles");
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
   ta->add_option("--test-limit", trn.test_limit, "evaluate on the first N test samples (0: all)");
   ta->add_option("--seed", trn.seed, "seed of the weights and of the shuffling");
   ta->add_option("--json", trn.json, "write the results as JSON (CSV and PNG beside it)");
+  ta->add_option("--device", trn.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
 
   scaling_options so;
   auto* sc = app.add_subcommand("scaling", "data-parallel weak scaling over MPI: step time, bytes all-reduced, overlap");

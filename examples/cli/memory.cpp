@@ -8,6 +8,7 @@
 #include <random>
 
 #include "commands.hpp"
+#include "gpu.hpp"
 #include "report.hpp"
 
 namespace rewind_cli {
@@ -75,6 +76,44 @@ row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   return r;
 }
 
+/// The same measurement on the GPU: step time by CUDA events (median after a warm-up step),
+/// tracked device bytes against the plan. Every step starts from the initial parameters (so a
+/// lossy run past the budget never trains itself into non-finite values).
+row measure_gpu(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
+  const rwd::options opt{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true};
+  auto model = gpu::make<float>(depth, opt, o.mu);
+  std::vector<float> initial(rwd::parameter_layout<ref::momentum_t>(o.width, depth, ref::classes).total);
+  rwd::parameter_layout<ref::momentum_t>(o.width, depth, ref::classes).initialise(std::span<float>(initial), 1, opt.output_init_scale);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<float> data(o.width * o.batch);
+  for (auto& p : data) p = pixel(rng);
+  std::vector<int> labels(o.batch);
+  for (std::size_t j = 0; j < o.batch; ++j) labels[j] = static_cast<int>(j % ref::classes);
+  const rwd::sgd sgd{.lr = 0.01, .momentum = 0.9};
+  model->step_ms(data, labels, m, sgd);  // warm-up: the caching allocator, cuBLAS's kernels
+  model->set_parameters(initial);
+  model->reset_peak();
+  std::vector<double> times;
+  for (int s = 0; s < o.steps; ++s) {
+    times.push_back(model->step_ms(data, labels, m, sgd));
+    model->set_parameters(initial);
+  }
+  std::sort(times.begin(), times.end());
+  row r;
+  r.depth = depth;
+  r.mode = static_cast<int>(m);
+  r.step_ms = times[times.size() / 2];
+  r.plan = static_cast<double>(model->plan(m).total());
+  r.peak = static_cast<double>(model->peak());
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  r.rss = static_cast<double>(u.ru_maxrss) * 1024;
+  const double per_layer = 4.0 * o.width * hidden * static_cast<double>(o.batch);
+  r.gflops = depth * per_layer * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
+  return r;
+}
+
 /// Eigen's rate on the six GEMMs of one layer (two forward, four backward), same shapes.
 double gemm_gflops(const memory_options& o) {
   using M = Eigen::MatrixXf;
@@ -102,8 +141,8 @@ double gemm_gflops(const memory_options& o) {
 
 row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   const std::string cmd = fmt::format("'{}' memory --child --depths {} --child-mode {} --batch {} --width {} --steps {} "
-                                      "--mu {} --threads {}",
-                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, o.threads);
+                                      "--mu {} --threads {} --device {}",
+                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, o.threads, o.device);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw rwd::error("rewind: cannot start " + cmd);
   row r{};
@@ -116,15 +155,27 @@ row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, const
 
 int run_memory(const memory_options& o, const std::string& self) {
   rwd::cpu::set_threads(o.threads);
+  const bool gpu = o.device == "cuda";
+  if (gpu && o.child_mode == static_cast<int>(rwd::cpu::mode::exact))
+    throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
   if (o.child) {
-    const row r = measure(o.depths.at(0), static_cast<rwd::cpu::mode>(o.child_mode), o);
+    const auto m = static_cast<rwd::cpu::mode>(o.child_mode);
+    const row r = gpu ? measure_gpu(o.depths.at(0), m, o) : measure(o.depths.at(0), m, o);
     fmt::print("{} {} {} {} {} {} {} {}\n", r.depth, r.mode, r.step_ms, r.plan, r.peak, r.rss, r.gflops, r.ledger);
     return 0;
   }
-  const double gemm = gemm_gflops(o);
-  fmt::print("rewind memory: width {}, map {} -> 16 -> tanh -> {}, batch {}, float32, mu {}, {} GEMM thread(s), median of {} steps\n",
-             o.width, o.width, o.width, o.batch, o.mu, rwd::cpu::threads(), o.steps);
-  fmt::print("Eigen GEMM on one layer's six products: {:.2f} GFLOP/s\n\n", gemm);
+  for (const auto& name : o.modes)
+    if (gpu && name == "exact") throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
+  std::string where = fmt::format("{} GEMM thread(s)", rwd::cpu::threads());
+  if (gpu) {
+    if (const std::string why = gpu::unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
+    where = "GPU " + gpu::make<float>(1, {.width = 8, .batch = 1, .classes = 2}, o.mu)->device() + ", CUDA events";
+  }
+  const double gemm = gpu ? 0 : gemm_gflops(o);
+  fmt::print("rewind memory: width {}, map {} -> 16 -> tanh -> {}, batch {}, float32, mu {}, {}, median of {} steps\n", o.width,
+             o.width, o.width, o.batch, o.mu, where, o.steps);
+  if (gpu) fmt::print("peak MB: tracked device bytes of the step's activations and workspaces\n\n");
+  else fmt::print("Eigen GEMM on one layer's six products: {:.2f} GFLOP/s\n\n", gemm);
   fmt::print("{:>6} {:>11} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}\n", "depth", "mode", "step ms", "plan MB", "peak MB",
              "RSS MB", "GFLOP/s", "of GEMM");
   std::vector<row> rows;
@@ -134,8 +185,8 @@ int run_memory(const memory_options& o, const std::string& self) {
       const auto m = parse_mode(name);
       const row r = isolated(self, d, m, o);
       rows.push_back(r);
-      fmt::print("{:>6} {:>11} {:>10.1f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>7.0f}%\n", d, rwd::cpu::to_string(m),
-                 r.step_ms, r.plan / 1e6, r.peak / 1e6, r.rss / 1e6, r.gflops, 100 * r.gflops / gemm);
+      fmt::print("{:>6} {:>11} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>8}\n", d, rwd::cpu::to_string(m), r.step_ms,
+                 r.plan / 1e6, r.peak / 1e6, r.rss / 1e6, r.gflops, gpu ? std::string("-") : fmt::format("{:.0f}%", 100 * r.gflops / gemm));
       if (m == rwd::cpu::mode::exact) {
         const double elements = 1.0 * o.width * o.batch, ideal = d * std::log2(1 / o.mu) / 8;  // v alone is scaled
         fmt::print("{:>6} {:>11} ledger {:.2f} bytes per element of v (L log2(1/mu) / 8 = {:.2f})\n", "", "", r.ledger / elements, ideal);
@@ -155,8 +206,8 @@ int run_memory(const memory_options& o, const std::string& self) {
 
   std::string json = fmt::format(
       "{{\"config\": {{\"width\": {}, \"hidden\": 16, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, "
-      "\"steps\": {}, \"gemm_gflops\": {}}},\n \"rows\": [\n",
-      o.width, o.batch, json_number(o.mu), rwd::cpu::threads(), o.steps, json_number(gemm));
+      "\"steps\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
+      o.width, o.batch, json_number(o.mu), rwd::cpu::threads(), o.steps, json_number(gemm), o.device);
   std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];

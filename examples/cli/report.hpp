@@ -14,24 +14,9 @@
 
 #include <rewind/cpu.hpp>
 
+#include "reference.hpp"
+
 namespace rewind_cli {
-
-using namespace rwd::literals;
-
-// --- the reference network of DESIGN.md section 4 ------------------------------------------------
-namespace ref {
-inline constexpr rwd::var<"x"> x;
-inline constexpr rwd::var<"v"> v;
-inline constexpr rwd::param<"mu"> mu;
-inline constexpr auto f = rwd::map<"f">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
-/// momentum with a runtime mu: v <- mu*v + f(x); x <- x + v
-inline constexpr auto momentum = rwd::block(v = mu * v + f(x), x = x + v);
-/// leapfrog (kick, drift, kick; h = 1) with the same map
-inline constexpr auto leapfrog = rwd::leapfrog(x, v, 1_c, f);
-using momentum_t = std::remove_cv_t<decltype(momentum)>;
-using leapfrog_t = std::remove_cv_t<decltype(leapfrog)>;
-inline constexpr std::size_t width = 784, classes = 10;
-}  // namespace ref
 
 inline rwd::cpu::mode parse_mode(const std::string& name) {
   if (name == "stored") return rwd::cpu::mode::stored;

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "commands.hpp"
+#include "gpu.hpp"
 #include "idx.hpp"
 #include "parallel.hpp"
 #include "report.hpp"
@@ -22,8 +23,9 @@ struct epoch_row {
 
 /// The fraction of d (its first `limit` samples) that the model classifies right; in a job, the
 /// ranks take turns with the model's batches and the counts are summed.
-double accuracy(rwd::cpu::model<float, ref::momentum_t>& m, const dataset& d, std::size_t limit) {
-  const std::size_t B = m.config().batch, W = d.features, n = limit ? std::min(limit, d.count) : d.count;
+template <class Trainer>
+double accuracy(Trainer& m, std::size_t B, const dataset& d, std::size_t limit) {
+  const std::size_t W = d.features, n = limit ? std::min(limit, d.count) : d.count;
   const auto rank = static_cast<std::size_t>(current_job().rank), ranks = static_cast<std::size_t>(current_job().ranks);
   std::vector<float> batch(W * B);
   std::size_t correct = 0;
@@ -37,13 +39,35 @@ double accuracy(rwd::cpu::model<float, ref::momentum_t>& m, const dataset& d, st
   return sum_over_ranks(static_cast<double>(correct)) / static_cast<double>(n);
 }
 
+/// The reference network on the CPU: this process alone, or a replica of an MPI job.
+struct cpu_trainer {
+  rwd::cpu::model<float, ref::momentum_t> model;
+  replica<rwd::cpu::model<float, ref::momentum_t>> parallel{model};
+  cpu_trainer(std::size_t depth, const rwd::options& o, double mu) : model(ref::momentum, depth, o, rwd::env{}.set("mu", mu)) {}
+  float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return parallel.loss_and_gradient(b, l, m); }
+  void apply(const rwd::adam& a) { parallel.apply(a); }
+  std::vector<int> predict(std::span<const float> b) { return model.predict(b); }
+  void reset_peak() { model.memory().reset_peak(); }
+  std::size_t peak() const { return model.memory().peak(); }
+};
+
+/// The reference network on the GPU.
+struct gpu_trainer {
+  std::unique_ptr<gpu::engine<float>> engine;
+  gpu_trainer(std::size_t depth, const rwd::options& o, double mu) : engine(gpu::make<float>(depth, o, mu)) {}
+  float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return engine->loss_and_gradient(b, l, m); }
+  void apply(const rwd::adam& a) { engine->apply(a); }
+  std::vector<int> predict(std::span<const float> b) { return engine->predict(b); }
+  void reset_peak() { engine->reset_peak(); }
+  std::size_t peak() const { return engine->peak(); }
+};
+
+template <class Trainer>
 std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const train_options& o) {
   // B is the global batch; this process trains on its shard [first, first + b)
   const std::size_t W = data.train.features, B = o.batch, b = B / static_cast<std::size_t>(current_job().ranks);
   const std::size_t first = b * static_cast<std::size_t>(current_job().rank);
-  rwd::cpu::model<float, ref::momentum_t> model(ref::momentum, o.depth, {.width = W, .batch = b, .classes = ref::classes, .seed = o.seed},
-                                                rwd::env{}.set("mu", o.mu));
-  replica<decltype(model)> trainer(model);
+  Trainer trainer(o.depth, {.width = W, .batch = b, .classes = ref::classes, .seed = o.seed}, o.mu);
   const std::size_t n = o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count;
   const std::size_t steps = n / B;
   if (steps == 0) throw rwd::error("rewind: fewer training samples than one batch");
@@ -57,7 +81,7 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
   for (std::size_t e = 1; e <= o.epochs; ++e) {
     std::shuffle(order.begin(), order.end(), shuffle);
     progress bar(fmt::format("{} epoch {}/{} steps", name, e, o.epochs), steps);
-    model.memory().reset_peak();
+    trainer.reset_peak();
     double loss = 0;
     for (std::size_t s = 0; s < steps; ++s) {
       for (std::size_t j = 0; j < b; ++j) {
@@ -78,8 +102,8 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
       std::copy_n(data.train.images.begin() + static_cast<long>(order[j] * W), W, head.images.begin() + static_cast<long>(j * W));
       head.labels[j] = data.train.labels[order[j]];
     }
-    epoch_row r{name, e, loss / static_cast<double>(steps), accuracy(model, head, 0), accuracy(model, data.test, o.test_limit),
-                seconds, 1e3 * seconds / static_cast<double>(steps), static_cast<double>(model.memory().peak())};
+    epoch_row r{name, e, loss / static_cast<double>(steps), accuracy(trainer, b, head, 0), accuracy(trainer, b, data.test, o.test_limit),
+                seconds, 1e3 * seconds / static_cast<double>(steps), static_cast<double>(trainer.peak())};
     fmt::print("{:>11} epoch {:>2}: loss {:.4f}  train {:.2f}%  test {:.2f}%  {:.1f} s ({:.1f} ms/step)  peak {:.2f} MB\n", name, e,
                r.loss, 100 * r.train_acc, 100 * r.test_acc, r.seconds, r.step_ms, r.peak_bytes / 1e6);
     std::fflush(stdout);
@@ -94,6 +118,11 @@ int run_train(const train_options& o) {
     throw rwd::error("rewind: --mode is stored, reversible, checkpointed, exact or both");
   if (o.depth == 0 || o.batch == 0 || o.epochs == 0) throw rwd::error("rewind: --depth, --batch and --epochs are at least 1");
   const int ranks = current_job().ranks;
+  if (o.device == "cuda") {
+    if (const std::string why = gpu::unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
+    if (ranks > 1) throw rwd::error("rewind: --device cuda trains on one GPU; under mpirun, train on the CPU (NCCL is not built yet)");
+    if (o.mode == "exact") throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
+  }
   if (o.batch % static_cast<std::size_t>(ranks) != 0)
     throw rwd::error(fmt::format("rewind: --batch {} does not split into {} equal shards (one per rank)", o.batch, ranks));
   if (!(o.mu > 0 && o.mu <= 1)) throw rwd::error("rewind: --mu must be in (0, 1]");
@@ -116,7 +145,7 @@ int run_train(const train_options& o) {
   std::vector<epoch_row> rows;
   for (const char* m : {"stored", "reversible", "checkpointed", "exact"})
     if ((o.mode == "both" && (std::string(m) == "stored" || std::string(m) == "reversible")) || o.mode == m) {
-      auto r = train_one(data, parse_mode(m), o);
+      auto r = o.device == "cuda" ? train_one<gpu_trainer>(data, parse_mode(m), o) : train_one<cpu_trainer>(data, parse_mode(m), o);
       rows.insert(rows.end(), r.begin(), r.end());
     }
   double final_stored = -1, final_rev = -1, ms_stored = 0, ms_rev = 0;
@@ -130,9 +159,9 @@ int run_train(const train_options& o) {
   if (o.json.empty()) return 0;
   std::string json = fmt::format(
       "{{\"config\": {{\"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"optimizer\": \"adam\", "
-      "\"seed\": {}, \"train_samples\": {}, \"ranks\": {}}},\n \"epochs\": [\n",
+      "\"seed\": {}, \"train_samples\": {}, \"ranks\": {}, \"device\": \"{}\"}},\n \"epochs\": [\n",
       std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
-      json_number(o.lr), o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks);
+      json_number(o.lr), o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
   std::string csv = "mode,epoch,loss,train_acc,test_acc,seconds,step_ms,peak_bytes\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];

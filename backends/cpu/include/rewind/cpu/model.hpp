@@ -102,6 +102,7 @@ class model {
   const options& config() const { return o_; }
   const env& bindings() const { return bindings_; }
   memory_tracker& memory() { return tracker_; }
+  const memory_tracker& memory() const { return tracker_; }
   /// Position of the input variable in the block's state (the order of forward()'s result).
   std::size_t input_index() const { return input_; }
   std::size_t parameters_per_layer() const { return per_layer_; }

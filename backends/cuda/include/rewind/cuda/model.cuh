@@ -106,6 +106,7 @@ class model {
   std::size_t input_index() const { return input_; }
   /// Activations and workspaces (the plan's bytes).
   device_tracker& memory() { return tracker_; }
+  const device_tracker& memory() const { return tracker_; }
   /// Parameters, gradients, the optimizer's state, labels and losses.
   const device_tracker& arena_memory() const { return fixed_; }
   const context& device() const { return ctx_; }

@@ -1,0 +1,67 @@
+// rewind cli: the reference network on the GPU (rwd::cuda::model), behind gpu.hpp.
+#include <rewind/cuda.cuh>
+
+#include "gpu.hpp"
+#include "reference.hpp"
+
+namespace rewind_cli::gpu {
+
+std::string unavailable() { return rwd::cuda::no_device().value_or(""); }
+
+namespace {
+template <class T, class Block>
+class engine_of final : public engine<T> {
+ public:
+  engine_of(Block b, std::size_t depth, const rwd::options& o, double mu) : m_(b, depth, o, rwd::env{}.set("mu", mu)) {
+    rwd::cuda::check(cudaEventCreate(&start_), "cudaEventCreate");
+    rwd::cuda::check(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~engine_of() override {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, rwd::mode m) override {
+    return m_.loss_and_gradient(batch, labels, m);
+  }
+  void apply(const rwd::sgd& o) override { m_.apply(o); }
+  void apply(const rwd::adam& o) override { m_.apply(o); }
+  std::vector<int> predict(std::span<const T> batch) override { return m_.predict(batch); }
+  std::vector<T> gradients() const override { return m_.gradients(); }
+  void set_parameters(std::span<const T> values) override { m_.set_parameters(values); }
+  std::size_t peak() const override { return m_.memory().peak(); }
+  void reset_peak() override { m_.memory().reset_peak(); }
+  rwd::memory_plan plan(rwd::mode m) const override { return m_.plan(m); }
+  double step_ms(std::span<const T> batch, std::span<const int> labels, rwd::mode m, const rwd::sgd& o) override {
+    const cudaStream_t s = m_.device().stream();
+    rwd::cuda::check(cudaEventRecord(start_, s), "cudaEventRecord");
+    m_.loss_and_gradient(batch, labels, m);
+    m_.apply(o);
+    rwd::cuda::check(cudaEventRecord(stop_, s), "cudaEventRecord");
+    rwd::cuda::check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    rwd::cuda::check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return ms;
+  }
+  std::string device() const override { return rwd::cuda::device_name(); }
+
+ private:
+  rwd::cuda::model<T, Block> m_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// the block's type is deduced, never written: nvcc's host pass cannot spell it
+template <class T, class Block>
+std::unique_ptr<engine<T>> make_of(Block b, std::size_t depth, const rwd::options& o, double mu) {
+  return std::make_unique<engine_of<T, Block>>(b, depth, o, mu);
+}
+}  // namespace
+
+template <class T>
+std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu) {
+  if (const std::string why = unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
+  return make_of<T>(ref::momentum, depth, o, mu);
+}
+template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double);
+template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double);
+
+}  // namespace rewind_cli::gpu

@@ -1,0 +1,45 @@
+// rewind cli: the reference network on the GPU, behind a plain interface, so that the rest of
+// the program (compiled by g++) never sees CUDA. gpu.cu implements it when the CUDA backend is
+// built; gpu_absent.cpp otherwise, and then every use says so.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rewind/engine.hpp>
+#include <rewind/optim.hpp>
+
+namespace rewind_cli::gpu {
+
+/// Why the GPU engine cannot run here (no CUDA backend in this build, no visible device), or
+/// empty when it can.
+std::string unavailable();
+
+/// The reference momentum network (runtime mu) on the GPU: rwd::cuda::model<T, ref::momentum_t>.
+template <class T>
+class engine {
+ public:
+  virtual ~engine() = default;
+  virtual T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, rwd::mode m) = 0;
+  virtual void apply(const rwd::sgd& o) = 0;
+  virtual void apply(const rwd::adam& o) = 0;
+  virtual std::vector<int> predict(std::span<const T> batch) = 0;
+  virtual std::vector<T> gradients() const = 0;
+  virtual void set_parameters(std::span<const T> values) = 0;
+  /// Tracked device bytes of a step's activations and workspaces, and the closed-form plan.
+  virtual std::size_t peak() const = 0;
+  virtual void reset_peak() = 0;
+  virtual rwd::memory_plan plan(rwd::mode m) const = 0;
+  /// One training step (gradient, then the optimizer), timed with CUDA events on the model's stream.
+  virtual double step_ms(std::span<const T> batch, std::span<const int> labels, rwd::mode m, const rwd::sgd& o) = 0;
+  /// The GPU's name, compute capability and memory.
+  virtual std::string device() const = 0;
+};
+
+/// Throws rwd::error saying why when unavailable() is not empty.
+template <class T>
+std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu);
+
+}  // namespace rewind_cli::gpu
