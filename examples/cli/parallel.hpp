@@ -29,11 +29,7 @@ inline job& current_job() {
 /// The sum of x over the ranks of the job (x itself without one).
 inline double sum_over_ranks(double x) {
 #ifdef REWIND_WITH_MPI
-  if (current_job().mpi) {
-    std::vector<MPI_Request> req(1);
-    rwd::mpi::check(MPI_Iallreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req[0]), "MPI_Iallreduce");
-    rwd::mpi::wait_all(req, 300, "a sum over the ranks");
-  }
+  if (current_job().mpi) return rwd::mpi::sum_over(MPI_COMM_WORLD, x, rwd::mpi::parallel_options{}.timeout_seconds);
 #endif
   return x;
 }

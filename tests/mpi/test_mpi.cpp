@@ -5,6 +5,7 @@
 //   throw     rank 1 throws in the middle of a step: the job stops with its message
 //   exit      rank 1 exits in the middle of a step: the job stops
 //   stall     rank 1 stalls: the others give up after the bounded timeout and stop the job
+#include <rewind/cpu.hpp>
 #include <rewind/mpi/data_parallel.hpp>
 
 #include <cmath>

@@ -1,4 +1,5 @@
 // A consumer of rewind::mpi: one data-parallel step of a small momentum network.
+#include <rewind/cpu.hpp>
 #include <rewind/mpi/data_parallel.hpp>
 
 #include <cstdio>

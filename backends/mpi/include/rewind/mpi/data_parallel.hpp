@@ -12,145 +12,20 @@
 // optimizer steps; a difference is an error, never silent drift.
 #pragma once
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <span>
-#include <string>
-#include <thread>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <rewind/cpu/checkpoint.hpp>
-#include <rewind/cpu/model.hpp>
-#include <rewind/diagnostics.hpp>
+#include <rewind/engine.hpp>
+
+#include "runtime.hpp"
 
 namespace rwd::mpi {
-
-/// Throws rwd::error naming the MPI call and MPI's own words when rc is not MPI_SUCCESS.
-inline void check(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  throw error(std::string("rewind: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
-}
-
-/// Whether a launcher (mpirun, mpiexec, srun) started this process as one rank of a job.
-inline bool launched() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_STEP_NUM_TASKS"})
-    if (std::getenv(v)) return true;
-  return false;
-}
-
-/// MPI for the lifetime of the object: initialised unless it already is (threads: funneled, since
-/// only the calling thread talks to MPI while the GEMMs may use OpenMP), finalised at the end if
-/// this object initialised it. Errors on MPI_COMM_WORLD come back as codes (then exceptions)
-/// instead of aborting inside MPI.
-class environment {
- public:
-  environment(int* argc = nullptr, char*** argv = nullptr) {
-    int ready = 0;
-    check(MPI_Initialized(&ready), "MPI_Initialized");
-    if (!ready) {
-      int provided = 0;
-      check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
-      owner_ = true;
-    }
-    check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  }
-  environment(const environment&) = delete;
-  environment& operator=(const environment&) = delete;
-  ~environment() {
-    int done = 0;
-    MPI_Finalized(&done);
-    if (owner_ && !done) MPI_Finalize();
-  }
-
- private:
-  bool owner_ = false;
-};
-
-inline int rank_of(MPI_Comm comm) {
-  int r = 0;
-  check(MPI_Comm_rank(comm, &r), "MPI_Comm_rank");
-  return r;
-}
-inline int size_of(MPI_Comm comm) {
-  int n = 0;
-  check(MPI_Comm_size(comm, &n), "MPI_Comm_size");
-  return n;
-}
-
-/// Runs f() and returns its exit code. An exception on any rank is printed, prefixed with the
-/// rank, and ends the whole job with MPI_Abort: the other ranks stop instead of waiting forever
-/// in a collective that will never complete.
-template <class F>
-int run_or_abort(MPI_Comm comm, F&& f) {
-  try {
-    return std::forward<F>(f)();
-  } catch (const std::exception& e) {
-    int r = -1, n = 0;
-    MPI_Comm_rank(comm, &r);
-    MPI_Comm_size(comm, &n);
-    std::string what = e.what();
-    if (what.starts_with("rewind: ")) what = what.substr(8);
-    std::fprintf(stderr, "rewind: rank %d of %d: %s (stopping every rank)\n", r, n, what.c_str());
-    std::fflush(stderr);
-    MPI_Abort(comm, 1);
-    return 1;
-  }
-}
-
-/// Waits for requests, bounded: polls (which also drives MPI's progress), and past `timeout`
-/// seconds throws an error that says what it waited for (run_or_abort adds the rank).
-inline void wait_all(std::vector<MPI_Request>& requests, double timeout, const char* what) {
-  if (requests.empty()) return;
-  const auto start = std::chrono::steady_clock::now();
-  for (long polls = 0;; ++polls) {
-    int done = 0;
-    check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
-    if (done) break;
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeout)
-      throw error("rewind: waited " + std::to_string(static_cast<int>(waited)) + " s for " + what + ": another rank has stopped or is stuck (parallel_options::timeout_seconds)");
-    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  requests.clear();
-}
-
-template <class T>
-MPI_Datatype datatype() {
-  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else static_assert(sizeof(T) == 0, "rewind: data_parallel takes float or double models");
-}
-
-struct parallel_options {
-  std::size_t bucket_bytes = std::size_t{1} << 20;  // all-reduce finished gradients in pieces of at least this
-  std::size_t check_every = 100;                    // compare the replicas' checksums every this many steps (0: never)
-  double timeout_seconds = 300;                     // the longest wait for any collective
-  int polls_per_layer = 8;                          // calls into MPI per finished layer, to progress the buckets
-};
-
-/// What the all-reduces cost, summed over the steps since the last reset.
-struct parallel_stats {
-  std::size_t steps = 0;
-  std::size_t bytes_per_step = 0;    // gradient bytes all-reduced per step (the whole arena)
-  std::size_t buckets_per_step = 0;  // non-blocking all-reduces per step
-  double exposed_seconds = 0;        // time spent waiting for them after the backward pass
-  double step_seconds = 0;           // whole loss_and_gradient calls
-  // the last step, in seconds of std::chrono::steady_clock (one clock for all the processes of a
-  // machine): when this rank's backward pass ended and when its all-reduces completed. With the
-  // other ranks' backward ends, this separates waiting for a slower rank from communicating.
-  double last_backward_end = 0, last_reduced = 0;
-};
 
 /// One model replica per rank; the model's batch is this rank's shard of the global batch.
 template <class Model>
@@ -163,16 +38,7 @@ class data_parallel {
   data_parallel(Model& m, MPI_Comm comm = MPI_COMM_WORLD, parallel_options o = {})
       : model_(m), comm_(comm), o_(o), rank_(rank_of(comm)), size_(size_of(comm)) {
     if (!(o.timeout_seconds > 0)) throw error("rewind: parallel_options::timeout_seconds must be positive");
-    const std::uint64_t mine[3] = {m.parameters().size(), m.depth(), m.config().batch};
-    std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(size_));
-    std::vector<MPI_Request> req(1);
-    check(MPI_Iallgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, comm_, &req[0]), "MPI_Iallgather");
-    wait_all(req, o_.timeout_seconds, "the model shapes of the other ranks");
-    for (int r = 0; r < size_; ++r)
-      if (!std::equal(mine, mine + 3, all.begin() + 3 * r))
-        throw error("rewind: rank " + std::to_string(r) + " built a different model (parameters " + std::to_string(all[3 * r]) +
-                    ", depth " + std::to_string(all[3 * r + 1]) + ", local batch " + std::to_string(all[3 * r + 2]) +
-                    ") than rank " + std::to_string(rank_) + ": every rank needs the same shapes");
+    check_same_model(comm_, m.parameters().size(), m.depth(), m.config().batch, o_.timeout_seconds);
     broadcast_parameters();
     stats_.bytes_per_step = m.gradients().size_bytes();
   }
@@ -196,7 +62,7 @@ class data_parallel {
   /// The mean loss over the global batch; the model's gradients() become the global batch's
   /// (the mean over ranks of the local means: shards are of equal size). Gradients are
   /// all-reduced in buckets while the backward pass continues.
-  T loss_and_gradient(std::span<const T> local_batch, std::span<const int> local_labels, cpu::mode m) {
+  T loss_and_gradient(std::span<const T> local_batch, std::span<const int> local_labels, rwd::mode m) {
     const auto start = std::chrono::steady_clock::now();
     auto grads = model_.gradients();
     std::size_t reduced_from = grads.size(), buckets = 0;  // [reduced_from, end) is posted
@@ -214,7 +80,7 @@ class data_parallel {
       reduced_from = first;
     };
     const std::size_t bucket = std::max<std::size_t>(1, o_.bucket_bytes / sizeof(T));
-    const cpu::gradient_listener ready = [&](std::size_t first_final) {
+    const gradient_listener ready = [&](std::size_t first_final) {
       if (size_ == 1) return;
       if (reduced_from - first_final >= bucket || first_final == 0) post(first_final);
       // lets MPI move the posted buckets along between layers: a non-blocking collective
@@ -259,21 +125,7 @@ class data_parallel {
   }
 
   /// Throws on every rank when any two replicas' parameters differ, naming the ranks.
-  void check_replicas() const {
-    const std::uint64_t mine = checksum();
-    std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
-    std::vector<MPI_Request> req(1);
-    check(MPI_Iallgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &req[0]), "MPI_Iallgather");
-    wait_all(req, o_.timeout_seconds, "the replica checksums");
-    for (int r = 1; r < size_; ++r)
-      if (all[static_cast<std::size_t>(r)] != all[0]) {
-        char text[64];
-        std::snprintf(text, sizeof text, "%016llx and %016llx", static_cast<unsigned long long>(all[0]),
-                      static_cast<unsigned long long>(all[static_cast<std::size_t>(r)]));
-        throw error("rewind: replicas drifted apart: the parameters of rank 0 and rank " + std::to_string(r) +
-                    " differ (checksums " + text + ")");
-      }
-  }
+  void check_replicas() const { mpi::check_replicas(comm_, checksum(), o_.timeout_seconds); }
 
   /// Gives every replica rank 0's parameters (and so the same start whatever each rank's seed).
   void broadcast_parameters() {
