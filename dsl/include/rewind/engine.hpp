@@ -2,11 +2,16 @@
 // memory plan, the audit's report, and the listener told of finished gradients.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "diagnostics.hpp"
 
 namespace rwd {
 
@@ -81,5 +86,21 @@ struct audit_report {
 /// at the end of the arena), then every layer from the top down. Data parallelism all-reduces
 /// those suffixes while the rewind goes on below (rwd::mpi::data_parallel).
 using gradient_listener = std::function<void(std::size_t first_final)>;
+
+/// The checks every engine makes of a batch (width x batch values, all finite) and its labels.
+template <class T>
+void check_batch(std::span<const T> batch, std::size_t width, std::size_t n) {
+  if (batch.size() != width * n)
+    throw error("rewind: the batch has " + std::to_string(batch.size()) + " values; width x batch is " + std::to_string(width) + " x " +
+                std::to_string(n));
+  for (T v : batch)
+    if (!std::isfinite(v)) throw error("rewind: the batch holds a non-finite value");
+}
+inline void check_labels(std::span<const int> labels, std::size_t n, std::size_t classes) {
+  if (labels.size() != n) throw error("rewind: " + std::to_string(labels.size()) + " labels for a batch of " + std::to_string(n));
+  for (int y : labels)
+    if (y < 0 || static_cast<std::size_t>(y) >= classes)
+      throw error("rewind: label " + std::to_string(y) + " outside [0, " + std::to_string(classes) + ")");
+}
 
 }  // namespace rwd

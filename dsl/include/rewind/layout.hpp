@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "adjoint.hpp"
@@ -51,6 +53,47 @@ struct map_layout {
   }
   /// Is the map's output a buffer of its own (so a cotangent may overwrite it)?
   static constexpr bool output_is_dense() { return kinds()[depth - 1]; }
+
+  /// Output k's buffer in a call's stages, laid out one after the other (a fused dense layer
+  /// writes into its activation's buffer).
+  template <class T>
+  static std::array<T*, depth> outputs(T* stages, std::size_t width, std::size_t batch) {
+    std::array<T*, depth> out{};
+    const auto shape = M::shape(width);
+    for (std::size_t k = 0; k < depth; ++k) {
+      if (fused(k)) continue;
+      out[k] = stages;
+      stages += shape[k].out * batch;
+    }
+    for (std::size_t k = 0; k < depth; ++k)
+      if (fused(k)) out[k] = out[k + 1];
+    return out;
+  }
+  /// Where layer k's parameters start in the map's block of the arena.
+  static std::array<std::size_t, depth> offsets(std::size_t width) {
+    std::array<std::size_t, depth> at{};
+    const auto shape = M::shape(width);
+    for (std::size_t k = 0, off = 0; k < depth; ++k) {
+      at[k] = off;
+      if (shape[k].dense) off += shape[k].out * shape[k].in + shape[k].out;
+    }
+    return at;
+  }
+  /// Where dense layer k writes its input cotangent in the backward pass: the first dense layer
+  /// straight into vjp, the others one after the other in scratch.
+  template <class T>
+  static std::array<T*, depth> cotangent_targets(T* scratch, T* vjp, std::size_t width, std::size_t batch) {
+    std::array<T*, depth> at{};
+    const auto shape = M::shape(width);
+    bool first = true;
+    for (std::size_t k = 0; k < depth; ++k)
+      if (shape[k].dense) {
+        at[k] = first ? vjp : scratch;
+        if (!first) scratch += shape[k].in * batch;
+        first = false;
+      }
+    return at;
+  }
 };
 
 /// The buffers of one update U of a block with state State and runtime scalars Params: its map
@@ -109,7 +152,64 @@ struct update_frame {
   std::array<const T*, P::n_calls == 0 ? 1 : P::n_calls> call_in{};
   std::array<T*, P::n_calls == 0 ? 1 : P::n_calls> call_input{}, call_stages{}, call_out{};
   std::array<T*, P::n_steps == 0 ? 1 : P::n_steps> cot{}, scratch{}, vjp{};
+
+  /// Points the frame at the state and cotangents (each st.s[k], st.b[k] has data()) and at the
+  /// runtime scalars.
+  template <class States, class Scalars>
+  void bind(const States& st, const Scalars& scalars) {
+    for (std::size_t k = 0; k < Layout::n_state; ++k) f.state[k] = st.s[k].data(), f.bars[k] = st.b[k].data();
+    if constexpr (Layout::n_params > 0)
+      for (std::size_t p = 0; p < Layout::n_params; ++p) f.params[p] = scalars[p];
+  }
+  /// Places the calls' inputs (for calls on an expression) and stages from `base`; returns the end.
+  T* place_calls(T* base, std::size_t width, std::size_t batch) {
+    std::size_t c = 0;
+    hana::for_each(typename P::Calls{}, [&](auto t) {
+      using C = typename decltype(t)::type;
+      if constexpr (!state_variable<typename C::argument>) {
+        call_input[c] = base;
+        base += width * batch;
+      }
+      call_stages[c] = base;
+      base += map_layout<typename C::map_type>::stage_size(width) * batch;
+      ++c;
+    });
+    return base;
+  }
+  /// Places each map step's cotangent (or reuses the call's output), scratch and result from
+  /// `base`; after place_calls and the calls' forward (call_out).
+  void place_steps(T* base, std::size_t width, std::size_t batch) {
+    std::size_t j = 0;
+    hana::for_each(typename P::Steps{}, [&](auto s) {
+      using S = typename decltype(s)::type;
+      using C = typename S::call_type;
+      if constexpr (P::template cotangent_in_output<S>()) {
+        cot[j] = call_out[Layout::template call_index<C>];
+      } else {
+        cot[j] = base;
+        base += width * batch;
+      }
+      scratch[j] = base;
+      base += map_layout<typename C::map_type>::scratch_size(width) * batch;
+      vjp[j] = base;
+      base += width * batch;
+      ++j;
+    });
+  }
 };
+
+/// The position of the state variable called `name` in State; an error naming it otherwise.
+template <class State>
+std::size_t state_index_of(std::string_view name) {
+  std::size_t k = 0, found = decltype(hana::length(State{}))::value;
+  hana::for_each(State{}, [&](auto t) {
+    if (decltype(t)::type::name == name) found = k;
+    ++k;
+  });
+  if (found == decltype(hana::length(State{}))::value)
+    throw error("rewind: '" + std::string(name) + "' is not a state variable of the block");
+  return found;
+}
 
 /// Where the parameters of a block stacked `depth` times, with a linear head, sit in one flat
 /// arena: layer l's map M at l * per_layer + map_offset[M], each dense layer as its weights

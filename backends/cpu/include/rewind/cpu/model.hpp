@@ -72,8 +72,8 @@ class model {
       : depth_(depth), o_(o), bindings_(bindings) {
     if (o.width == 0 || o.batch == 0 || o.classes == 0 || depth == 0)
       throw error("rewind: a model needs width, batch, classes and depth of at least 1");
-    input_ = state_index(o.input);
-    output_ = state_index(o.output);
+    input_ = state_index_of<State>(o.input);
+    output_ = state_index_of<State>(o.output);
     rwd::detail::check_runtime_coefficients<Block>(bindings);
     const parameter_layout<Block> arena(o.width, depth, o.classes);
     map_offset_ = arena.map_offset;
@@ -134,7 +134,7 @@ class model {
 
   /// The whole state (variables one after the other) at the input and after every layer.
   std::vector<std::vector<T>> forward_trace(std::span<const T> batch) {
-    check_batch(batch);
+    rwd::check_batch(batch, o_.width, o_.batch);
     states st(*this);
     st.load(batch, input_);
     std::vector<std::vector<T>> trace{st.flat()};
@@ -174,8 +174,8 @@ class model {
   /// Mean softmax cross-entropy of the batch; fills gradients() and input_gradient(), telling
   /// `ready` (when given) as each part of the gradients becomes final.
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m, const gradient_listener& ready = {}) {
-    check_batch(batch);
-    check_labels(labels);
+    rwd::check_batch(batch, o_.width, o_.batch);
+    rwd::check_labels(labels, o_.batch, o_.classes);
     check_parameters();
     std::fill(grads_.begin(), grads_.end(), T(0));
     const auto done = [&](std::size_t first_final) {
@@ -346,77 +346,15 @@ class model {
   static constexpr std::size_t index_of_map() {
     return rwd::detail::index_in<M>(Maps{});
   }
-  std::size_t state_index(std::string_view name) const {
-    std::optional<std::size_t> found;
-    std::size_t k = 0;
-    hana::for_each(State{}, [&](auto t) {
-      if (decltype(t)::type::name == name) found = k;
-      ++k;
-    });
-    if (!found) throw error("rewind: '" + std::string(name) + "' is not a state variable of the block");
-    return *found;
-  }
-  void check_batch(std::span<const T> batch) const {
-    if (batch.size() != o_.width * o_.batch)
-      throw error("rewind: the batch has " + std::to_string(batch.size()) + " values; width x batch is " +
-                  std::to_string(o_.width) + " x " + std::to_string(o_.batch));
-    for (T v : batch)
-      if (!std::isfinite(v)) throw error("rewind: the batch holds a non-finite value");
-  }
-  void check_labels(std::span<const int> labels) const {
-    if (labels.size() != o_.batch)
-      throw error("rewind: " + std::to_string(labels.size()) + " labels for a batch of " + std::to_string(o_.batch));
-    for (int y : labels)
-      if (y < 0 || static_cast<std::size_t>(y) >= o_.classes)
-        throw error("rewind: label " + std::to_string(y) + " outside [0, " + std::to_string(o_.classes) + ")");
-  }
+
   void check_parameters() const {
     for (std::size_t i = 0; i < params_.size(); ++i)
       if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
   }
 
-  template <class U>
-  void bind(update_frame<U>& uf, states& st) const {
-    for (std::size_t k = 0; k < ns; ++k) uf.f.state[k] = st.s[k].data(), uf.f.bars[k] = st.b[k].data();
-    for (std::size_t p = 0; p < n_params; ++p) uf.f.params[p] = scalars_[p];
-  }
 
-  /// Places the call buffers from `base`; returns the end.
-  template <class U>
-  T* place_calls(update_frame<U>& uf, T* base) const {
-    std::size_t c = 0;
-    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
-      using C = typename decltype(t)::type;
-      if constexpr (!state_variable<typename C::argument>) {
-        uf.call_input[c] = base;
-        base += o_.width * o_.batch;
-      }
-      uf.call_stages[c] = base;
-      base += map_layout<typename C::map_type>::stage_size(o_.width) * o_.batch;
-      ++c;
-    });
-    return base;
-  }
-  template <class U>
-  void place_steps(update_frame<U>& uf, T* base) const {
-    using P = update_plan<U>;
-    std::size_t j = 0;
-    hana::for_each(typename P::Steps{}, [&](auto s) {
-      using S = typename decltype(s)::type;
-      using C = typename S::call_type;
-      if constexpr (P::template cotangent_in_output<S>()) {
-        uf.cot[j] = uf.call_out[P::Layout::template call_index<C>];
-      } else {
-        uf.cot[j] = base;
-        base += o_.width * o_.batch;
-      }
-      uf.scratch[j] = base;
-      base += map_layout<typename C::map_type>::scratch_size(o_.width) * o_.batch;
-      uf.vjp[j] = base;
-      base += o_.width * o_.batch;
-      ++j;
-    });
-  }
+
+
 
   template <class M>
   const T* map_params(std::size_t layer) const {
@@ -470,7 +408,7 @@ class model {
       using P = update_plan<U>;
       using Layout = typename P::Layout;
       update_frame<U> uf;
-      bind(uf, st);
+      uf.bind(st, scalars_);
       T* target = st.s[Layout::template state_index<typename U::target>].data();
       buffer<T> ws(tracker_, ((tape ? o_.width : 0) + P::calls_size(o_.width)) * o_.batch);
       T* base = ws.data();
@@ -478,7 +416,7 @@ class model {
         std::copy_n(target, n, base);
         base += n;
       }
-      place_calls(uf, base);
+      uf.place_calls(base, o_.width, o_.batch);
       compute_calls(l, uf);
       Eigen::Map<array>(target, n) = lower<Layout, typename U::rhs, T>(uf.f, n);  // s <- alpha*s + g
       if (tape) tape->push_back(std::move(ws));
@@ -492,13 +430,13 @@ class model {
       using U = decltype(u);
       using P = update_plan<U>;
       update_frame<U> uf;
-      bind(uf, st);
+      uf.bind(st, scalars_);
       buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0)) * o_.batch);
-      T* steps = place_calls(uf, ws.data());
+      T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
       compute_calls(l, uf);  // g does not read the target: these are the forward's calls
       invert_update<U>(uf, st);
       if (with_adjoint) {
-        place_steps(uf, steps);
+        uf.place_steps(steps, o_.width, o_.batch);
         apply_adjoint<U>(l, uf, st);
       }
     });
@@ -549,12 +487,12 @@ class model {
       buffer<T> entry = std::move(tape.back());
       tape.pop_back();
       update_frame<U> uf;
-      bind(uf, st);
+      uf.bind(st, scalars_);
       std::copy_n(entry.data(), n, st.s[Layout::template state_index<typename U::target>].data());  // restore
-      place_calls(uf, entry.data() + n);
+      uf.place_calls(entry.data() + n, o_.width, o_.batch);
       relink_calls(uf);
       buffer<T> ws(tracker_, P::steps_size(o_.width) * o_.batch);
-      place_steps(uf, ws.data());
+      uf.place_steps(ws.data(), o_.width, o_.batch);
       apply_adjoint<U>(l, uf, st);
     });
   }
@@ -623,9 +561,9 @@ class model {
     const std::size_t wb = o_.width * o_.batch;
     const auto n = static_cast<Eigen::Index>(wb);
     update_frame<U> uf;
-    bind(uf, st);
+    uf.bind(st, scalars_);
     buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0) + o_.width) * o_.batch);
-    T* g = place_calls(uf, ws.data());
+    T* g = uf.place_calls(ws.data(), o_.width, o_.batch);
     T* steps = g + wb;
     compute_calls(l, uf);  // from the shadow of the state; g does not read the target
     Eigen::Map<array>(g, n) = lower<Layout, typename U::g, T>(uf.f, n);
@@ -658,7 +596,7 @@ class model {
     if (!in_range) [[unlikely]]
       for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * fixed_unit_);  // throws, naming a value
     if (with_adjoint) {
-      place_steps(uf, steps);
+      uf.place_steps(steps, o_.width, o_.batch);
       apply_adjoint<U>(l, uf, st);
     }
   }
@@ -709,7 +647,7 @@ class model {
 
   /// The whole stack forward from an input batch, nothing kept.
   states run_forward(std::span<const T> batch) {
-    check_batch(batch);
+    rwd::check_batch(batch, o_.width, o_.batch);
     states st(*this);
     st.load(batch, input_);
     for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);

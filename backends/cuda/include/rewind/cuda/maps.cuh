@@ -22,18 +22,8 @@ struct map_runner {
   cudaStream_t stream;
 
   /// Output k's buffer: stages laid out one after the other from `stages`.
-  std::array<T*, L::depth> outputs(T* stages) const {
-    std::array<T*, L::depth> out{};
-    const auto shape = M::shape(width);
-    for (std::size_t k = 0; k < L::depth; ++k) {
-      if (L::fused(k)) continue;
-      out[k] = stages;
-      stages += shape[k].out * batch;
-    }
-    for (std::size_t k = 0; k < L::depth; ++k)
-      if (L::fused(k)) out[k] = out[k + 1];
-    return out;
-  }
+  std::array<T*, L::depth> outputs(T* stages) const { return L::outputs(stages, width, batch); }
+
 
   /// y = M(in); returns the output buffer (inside stages).
   const T* forward(const T* params, const T* in, T* stages) const {
@@ -65,22 +55,8 @@ struct map_runner {
   void backward(const T* params, T* grads, const T* in, T* stages, T* g, T* scratch, T* vjp) const {
     const auto shape = M::shape(width);
     const auto out = outputs(stages);
-    std::array<std::size_t, L::depth> offsets{};
-    for (std::size_t k = 0, off = 0; k < L::depth; ++k) {
-      offsets[k] = off;
-      if (shape[k].dense) off += shape[k].out * shape[k].in + shape[k].out;
-    }
-    std::array<T*, L::depth> scratch_of{};
-    {
-      T* p = scratch;
-      bool first = true;
-      for (std::size_t k = 0; k < L::depth; ++k)
-        if (shape[k].dense) {
-          scratch_of[k] = first ? vjp : p;
-          if (!first) p += shape[k].in * batch;
-          first = false;
-        }
-    }
+    const auto offsets = L::offsets(width);
+    const auto scratch_of = L::cotangent_targets(scratch, vjp, width, batch);
     std::size_t k = L::depth;
     hana::for_each(hana::reverse(M::layers()), [&](auto layer) {
       using Layer = decltype(layer);

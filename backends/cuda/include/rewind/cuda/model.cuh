@@ -59,8 +59,8 @@ class model {
       : depth_(depth), o_(o), bindings_(bindings), arena_(o.width, depth, o.classes) {
     if (o.width == 0 || o.batch == 0 || o.classes == 0 || depth == 0)
       throw error("rewind: a model needs width, batch, classes and depth of at least 1");
-    input_ = state_index(o.input);
-    output_ = state_index(o.output);
+    input_ = state_index_of<State>(o.input);
+    output_ = state_index_of<State>(o.output);
     rwd::detail::check_runtime_coefficients<Block>(bindings);
     budget_ = rwd::budget<T>(Block{}, bindings);
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
@@ -115,8 +115,8 @@ class model {
   /// gradients() and input_gradient(), telling `ready` as each part of the gradients becomes
   /// final on the model's stream (the head first, then every layer from the top).
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m, const gradient_listener& ready = {}) {
-    check_batch(batch);
-    check_labels(labels);
+    rwd::check_batch(batch, o_.width, o_.batch);
+    rwd::check_labels(labels, o_.batch, o_.classes);
     check_parameters();
     if (m == mode::exact) throw error("rewind: mode::exact runs on the CPU backend (its GPU half is not built yet)");
     if (m == mode::reversible && !o_.lossy && budget_.known() && static_cast<long long>(depth_) > budget_.layers)
@@ -266,30 +266,7 @@ class model {
     }
   }
 
-  std::size_t state_index(std::string_view name) const {
-    std::optional<std::size_t> found;
-    std::size_t k = 0;
-    hana::for_each(State{}, [&](auto t) {
-      if (decltype(t)::type::name == name) found = k;
-      ++k;
-    });
-    if (!found) throw error("rewind: '" + std::string(name) + "' is not a state variable of the block");
-    return *found;
-  }
-  void check_batch(std::span<const T> batch) const {
-    if (batch.size() != o_.width * o_.batch)
-      throw error("rewind: the batch has " + std::to_string(batch.size()) + " values; width x batch is " + std::to_string(o_.width) +
-                  " x " + std::to_string(o_.batch));
-    for (T v : batch)
-      if (!std::isfinite(v)) throw error("rewind: the batch holds a non-finite value");
-  }
-  void check_labels(std::span<const int> labels) const {
-    if (labels.size() != o_.batch)
-      throw error("rewind: " + std::to_string(labels.size()) + " labels for a batch of " + std::to_string(o_.batch));
-    for (int y : labels)
-      if (y < 0 || static_cast<std::size_t>(y) >= o_.classes)
-        throw error("rewind: label " + std::to_string(y) + " outside [0, " + std::to_string(o_.classes) + ")");
-  }
+
   void check_parameters() {
     const cudaStream_t s = ctx_.stream();
     REWIND_CUDA(cudaMemsetAsync(flag_.data(), 0, sizeof(int), s));
@@ -299,47 +276,8 @@ class model {
     if (bad) throw error("rewind: a parameter is not finite");
   }
 
-  template <class U>
-  void bind(update_frame<U>& uf, states& st) const {
-    for (std::size_t k = 0; k < ns; ++k) uf.f.state[k] = st.s[k].data(), uf.f.bars[k] = st.b[k].data();
-    if constexpr (n_params > 0)
-      for (std::size_t p = 0; p < n_params; ++p) uf.f.params[p] = scalars_[p];
-  }
-  template <class U>
-  T* place_calls(update_frame<U>& uf, T* base) const {
-    std::size_t c = 0;
-    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
-      using C = typename decltype(t)::type;
-      if constexpr (!state_variable<typename C::argument>) {
-        uf.call_input[c] = base;
-        base += o_.width * o_.batch;
-      }
-      uf.call_stages[c] = base;
-      base += map_layout<typename C::map_type>::stage_size(o_.width) * o_.batch;
-      ++c;
-    });
-    return base;
-  }
-  template <class U>
-  void place_steps(update_frame<U>& uf, T* base) const {
-    using P = update_plan<U>;
-    std::size_t j = 0;
-    hana::for_each(typename P::Steps{}, [&](auto s) {
-      using S = typename decltype(s)::type;
-      using C = typename S::call_type;
-      if constexpr (P::template cotangent_in_output<S>()) {
-        uf.cot[j] = uf.call_out[P::Layout::template call_index<C>];
-      } else {
-        uf.cot[j] = base;
-        base += o_.width * o_.batch;
-      }
-      uf.scratch[j] = base;
-      base += map_layout<typename C::map_type>::scratch_size(o_.width) * o_.batch;
-      uf.vjp[j] = base;
-      base += o_.width * o_.batch;
-      ++j;
-    });
-  }
+
+
   template <class M>
   map_runner<M, T> runner() const {
     return {o_.width, o_.batch, ctx_.blas(), ctx_.stream()};
@@ -386,7 +324,7 @@ class model {
       using P = update_plan<U>;
       using Layout = typename P::Layout;
       update_frame<U> uf;
-      bind(uf, st);
+      uf.bind(st, scalars_);
       T* target = st.s[Layout::template state_index<typename U::target>].data();
       device_buffer<T> ws(tracker_, ((tape ? o_.width : 0) + P::calls_size(o_.width)) * o_.batch);
       T* base = ws.data();
@@ -394,7 +332,7 @@ class model {
         REWIND_CUDA(cudaMemcpyAsync(base, target, n * sizeof(T), cudaMemcpyDeviceToDevice, ctx_.stream()));
         base += n;
       }
-      place_calls(uf, base);
+      uf.place_calls(base, o_.width, o_.batch);
       compute_calls(l, uf);
       for_each(assign_op<Layout, typename U::rhs, T>{uf.f, target}, n, ctx_.stream());  // s <- alpha*s + g
       if (tape) tape->push_back(std::move(ws));
@@ -407,14 +345,14 @@ class model {
       using P = update_plan<U>;
       using Layout = typename P::Layout;
       update_frame<U> uf;
-      bind(uf, st);
+      uf.bind(st, scalars_);
       device_buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0)) * o_.batch);
-      T* steps = place_calls(uf, ws.data());
+      T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
       compute_calls(l, uf);
       T* target = st.s[Layout::template state_index<typename U::target>].data();
       for_each(invert_op<Layout, U, T>{uf.f, target}, o_.width * o_.batch, ctx_.stream());  // s <- (s - g) / alpha
       if (with_adjoint) {
-        place_steps(uf, steps);
+        uf.place_steps(steps, o_.width, o_.batch);
         apply_adjoint<U>(l, uf, st);
       }
     });
@@ -454,19 +392,19 @@ class model {
       device_buffer<T> entry = std::move(tape.back());
       tape.pop_back();
       update_frame<U> uf;
-      bind(uf, st);
+      uf.bind(st, scalars_);
       REWIND_CUDA(cudaMemcpyAsync(st.s[Layout::template state_index<typename U::target>].data(), entry.data(), n * sizeof(T),
                                   cudaMemcpyDeviceToDevice, ctx_.stream()));  // restore
-      place_calls(uf, entry.data() + n);
+      uf.place_calls(entry.data() + n, o_.width, o_.batch);
       relink_calls(uf);
       device_buffer<T> ws(tracker_, P::steps_size(o_.width) * o_.batch);
-      place_steps(uf, ws.data());
+      uf.place_steps(ws.data(), o_.width, o_.batch);
       apply_adjoint<U>(l, uf, st);
     });
   }
 
   states run_forward(std::span<const T> batch) {
-    check_batch(batch);
+    rwd::check_batch(batch, o_.width, o_.batch);
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), ctx_.stream());
     for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
