@@ -30,17 +30,6 @@ std::vector<std::size_t> list(const char* s) {
   return out;
 }
 
-template <class T>
-struct problem {
-  std::vector<T> batch;
-  std::vector<int> labels;
-  problem(std::size_t width, std::size_t n) : batch(width * n), labels(n) {
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<double> pixel(0, 1);
-    for (auto& p : batch) p = static_cast<T>(pixel(rng));
-    for (std::size_t j = 0; j < n; ++j) labels[j] = static_cast<int>(j % ref::classes);
-  }
-};
 
 /// max |gpu - cpu| / max |cpu| of the float64 gradient in mode m, same weights and batch.
 double parity(std::size_t depth, rwd::mode m, double mu) {
@@ -48,8 +37,8 @@ double parity(std::size_t depth, rwd::mode m, double mu) {
   rwd::cpu::model<double, ref::momentum_t> cpu(ref::momentum, depth, o, rwd::env{}.set("mu", mu));
   auto gpu = gpu::make<double>(depth, o, mu);
   gpu->set_parameters(cpu.parameters());
-  const problem<double> p(ref::width, 128);
-  const double lc = cpu.loss_and_gradient(p.batch, p.labels, m), lg = gpu->loss_and_gradient(p.batch, p.labels, m);
+  const ref::benchmark_batch<double> p(ref::width, 128);
+  const double lc = cpu.loss_and_gradient(p.pixels, p.labels, m), lg = gpu->loss_and_gradient(p.pixels, p.labels, m);
   const auto g = gpu->gradients();
   double d = 0, s = 0;
   for (std::size_t i = 0; i < g.size(); ++i) d = std::max(d, std::abs(g[i] - cpu.gradients()[i])), s = std::max(s, std::abs(cpu.gradients()[i]));
@@ -77,7 +66,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   try {
-    const problem<float> p(ref::width, 128);
+    const ref::benchmark_batch<float> p(ref::width, 128);
     std::string device;
     std::ostringstream rows;
     std::printf("%6s %11s %10s %12s %12s %14s\n", "depth", "mode", "step ms", "peak MB", "plan MB", "f64 parity");
@@ -90,12 +79,12 @@ int main(int argc, char** argv) {
         std::vector<float> initial(rwd::parameter_layout<ref::momentum_t>(ref::width, depth, ref::classes).total);
         rwd::parameter_layout<ref::momentum_t>(ref::width, depth, ref::classes).initialise(std::span<float>(initial), 1, o.output_init_scale);
         const rwd::sgd sgd{.lr = 0.01, .momentum = 0.9};
-        model->step_ms(p.batch, p.labels, m, sgd);  // warm-up
+        model->step_ms(p.pixels, p.labels, m, sgd);  // warm-up
         model->set_parameters(initial);
         model->reset_peak();
         std::vector<double> times;
         for (int s = 0; s < steps; ++s) {
-          times.push_back(model->step_ms(p.batch, p.labels, m, sgd));
+          times.push_back(model->step_ms(p.pixels, p.labels, m, sgd));
           model->set_parameters(initial);  // past the budget the update is garbage: every step starts afresh
         }
         std::sort(times.begin(), times.end());

@@ -40,12 +40,9 @@ row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
         return;
       }
   };
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> pixel(0, 1);
-  std::vector<float> data(o.width * o.batch);
-  for (auto& p : data) p = pixel(rng);
-  std::vector<int> labels(o.batch);
-  for (std::size_t j = 0; j < o.batch; ++j) labels[j] = static_cast<int>(j % ref::classes);
+  const ref::benchmark_batch<float> b(o.width, o.batch);
+  const auto& data = b.pixels;
+  const auto& labels = b.labels;
   const rwd::sgd opt{.lr = 0.01, .momentum = 0.9};
   model.loss_and_gradient(data, labels, m);  // warm-up: caches, allocator
   model.apply(opt);
@@ -84,12 +81,9 @@ row measure_gpu(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   auto model = gpu::make<float>(depth, opt, o.mu);
   std::vector<float> initial(rwd::parameter_layout<ref::momentum_t>(o.width, depth, ref::classes).total);
   rwd::parameter_layout<ref::momentum_t>(o.width, depth, ref::classes).initialise(std::span<float>(initial), 1, opt.output_init_scale);
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> pixel(0, 1);
-  std::vector<float> data(o.width * o.batch);
-  for (auto& p : data) p = pixel(rng);
-  std::vector<int> labels(o.batch);
-  for (std::size_t j = 0; j < o.batch; ++j) labels[j] = static_cast<int>(j % ref::classes);
+  const ref::benchmark_batch<float> b(o.width, o.batch);
+  const auto& data = b.pixels;
+  const auto& labels = b.labels;
   const rwd::sgd sgd{.lr = 0.01, .momentum = 0.9};
   model->step_ms(data, labels, m, sgd);  // warm-up: the caching allocator, cuBLAS's kernels
   model->set_parameters(initial);

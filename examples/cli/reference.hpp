@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <random>
 #include <type_traits>
+#include <vector>
 
 #include <rewind/rewind.hpp>
 
@@ -23,6 +25,19 @@ inline constexpr auto leapfrog = rwd::leapfrog(x, v, 1_c, f);
 using momentum_t = std::remove_cv_t<decltype(momentum)>;
 using leapfrog_t = std::remove_cv_t<decltype(leapfrog)>;
 inline constexpr std::size_t width = 784, classes = 10;
+
+/// The benchmarks' batch: uniform pixels in [0, 1) from a fixed seed, labels cycling the classes.
+template <class T>
+struct benchmark_batch {
+  std::vector<T> pixels;
+  std::vector<int> labels;
+  benchmark_batch(std::size_t width_, std::size_t n) : pixels(width_ * n), labels(n) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> pixel(0, 1);
+    for (auto& p : pixels) p = static_cast<T>(pixel(rng));
+    for (std::size_t j = 0; j < n; ++j) labels[j] = static_cast<int>(j % classes);
+  }
+};
 }  // namespace ref
 
 }  // namespace rewind_cli
