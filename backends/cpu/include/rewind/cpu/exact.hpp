@@ -14,6 +14,7 @@
 // them, so any depth works. A rewind returns every ledger to zero.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -73,6 +74,16 @@ class ledger {
     while (len_[i] > 0 && planes_[len_[i] - 1][i] == 0) --len_[i];
     return static_cast<std::uint64_t>(rem);
   }
+  /// Makes room for every element to grow by one word, so that pushes on several threads
+  /// never add a plane (call before such a loop; settle() after it).
+  void reserve_one_more() {
+    if (planes_.size() <= longest_) add_plane();
+  }
+  /// Takes note of the longest element after a loop of pushes and pops.
+  void settle() {
+    longest_ = 0;
+    for (auto l : len_) longest_ = std::max<std::size_t>(longest_, l);
+  }
   bool empty() const {
     for (auto l : len_)
       if (l) return false;
@@ -93,6 +104,7 @@ class ledger {
   }
   memory_tracker* tracker_ = nullptr;
   std::vector<std::uint32_t> len_;
+  std::size_t longest_ = 0;  // as of the last settle()
   std::vector<buffer<std::uint64_t>> planes_;
 };
 

@@ -551,6 +551,17 @@ class model {
                   " fractional bits (lower options.exact_fraction_bits, or scale the data)");
     return static_cast<std::int64_t>((scaled + magic) - magic);
   }
+  /// to_fixed without throwing (a loop on several threads cannot): clears ok, and gives 0, for a
+  /// value outside the range.
+  std::int64_t fixed_or_flag(double x, bool& ok) const {
+    const double scaled = x * fixed_scale_;
+    constexpr double limit = 0x1p51, magic = 0x1.8p52;
+    if (!(std::abs(scaled) < limit)) [[unlikely]] {
+      ok = false;
+      return 0;
+    }
+    return static_cast<std::int64_t>((scaled + magic) - magic);
+  }
   T from_fixed(std::int64_t v) const { return static_cast<T>(static_cast<double>(v) * fixed_unit_); }
 
   /// One update in fixed point, forward (s <- alpha*s + round(g)) or rewound.
@@ -574,27 +585,38 @@ class model {
     std::int64_t* s = fx.s[t].data();
     T* shadow = st.s[t].data();
     constexpr std::int64_t bound = std::int64_t{1} << 51;
-    bool in_range = true;
+    const auto count = static_cast<std::ptrdiff_t>(wb);
+    bool in_range = true;  // elements are independent: the loops run on every thread (OpenMP)
     if (!scales) {  // alpha = 1: a tight loop, s +- round(g)
-      for (std::size_t i = 0; i < wb; ++i) {
-        const std::int64_t v = forward ? s[i] + to_fixed(static_cast<double>(g[i])) : s[i] - to_fixed(static_cast<double>(g[i]));
-        in_range = in_range && v < bound && v > -bound;
+#pragma omp parallel for reduction(&& : in_range) num_threads(Eigen::nbThreads()) if (wb >= 16384)
+      for (std::ptrdiff_t i = 0; i < count; ++i) {
+        bool ok = true;
+        const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), ok);
+        const std::int64_t v = forward ? s[i] + G : s[i] - G;
+        in_range = in_range && ok && v < bound && v > -bound;
         s[i] = v;
         shadow[i] = from_fixed(v);
       }
     } else {
-      for (std::size_t i = 0; i < wb; ++i) {
-        const std::int64_t G = to_fixed(static_cast<double>(g[i]));
+      fx.book.reserve_one_more();  // no element's ledger grows by more than a word per update
+#pragma omp parallel for reduction(&& : in_range) num_threads(Eigen::nbThreads()) if (wb >= 16384)
+      for (std::ptrdiff_t i = 0; i < count; ++i) {
+        bool ok = true;
+        const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), ok);
+        const std::size_t at = slot * wb + static_cast<std::size_t>(i);
         std::int64_t v = s[i];
-        if (forward) v = multiply_exact(v, a.num, a.den, fx.book, slot * wb + i) + G;
-        else v = divide_exact(v - G, a.num, a.den, fx.book, slot * wb + i);
-        in_range = in_range && v < bound && v > -bound;
+        if (forward) v = multiply_exact(v, a.num, a.den, fx.book, at) + G;
+        else v = divide_exact(v - G, a.num, a.den, fx.book, at);
+        in_range = in_range && ok && v < bound && v > -bound;
         s[i] = v;
         shadow[i] = from_fixed(v);
       }
+      fx.book.settle();
     }
-    if (!in_range) [[unlikely]]
-      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * fixed_unit_);  // throws, naming a value
+    if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
+      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(g[i]));
+      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * fixed_unit_);
+    }
     if (with_adjoint) {
       uf.place_steps(steps, o_.width, o_.batch);
       apply_adjoint<U>(l, uf, st);

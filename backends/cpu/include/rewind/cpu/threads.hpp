@@ -1,5 +1,6 @@
 // rewind cpu: threads. The GEMMs run on Eigen's OpenMP threads when rewind::cpu is built with
-// OpenMP; the elementwise passes are single-threaded. For a given thread count the results are
+// OpenMP, and so do the exact mode's fixed-point loops (their elements are independent); the other
+// elementwise passes are single-threaded. For a given thread count the results are
 // bit-identical from run to run (Eigen splits a product the same way every time).
 #pragma once
 
