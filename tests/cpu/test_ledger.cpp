@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <rewind/cpu.hpp>
 #include <vector>
@@ -13,9 +14,9 @@ TEST_CASE("ledger: many random rationals, values of both signs, round trips bit 
   for (int trial = 0; trial < 60; ++trial) {
     const std::int64_t n = 1 + static_cast<std::int64_t>(rng() % 97), d = 1 + static_cast<std::int64_t>(rng() % 97);
     const double growth = std::log2(static_cast<double>(n) / static_cast<double>(d));
-    const int depth = growth > 0 ? static_cast<int>(20 / growth) : 300;  // stay inside int64
+    const int depth = growth > 0 ? static_cast<int>(15 / growth) : 300;  // stay inside the fixed-point range 2^51
     const std::size_t elements = 32;
-    rwd::cpu::ledger l(t, elements);
+    rwd::cpu::ledger l(t, elements, std::lcm(n, d));
     std::vector<std::int64_t> s(elements);
     for (auto& v : s) v = static_cast<std::int64_t>(rng() % (1ull << 36)) - (std::int64_t{1} << 35);
     const auto original = s;
@@ -34,12 +35,12 @@ TEST_CASE("ledger: 5000 layers of mu = 9/10 and 3/10, negative values, spills, l
   rwd::cpu::memory_tracker t;
   for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {99, 100}, {7, 3}}) {
     const std::size_t elements = 256;
-    rwd::cpu::ledger l(t, elements);
+    rwd::cpu::ledger l(t, elements, std::lcm(n, d));
     std::mt19937_64 rng(static_cast<unsigned>(n * 131 + d));
     std::vector<std::int64_t> s(elements);
     for (auto& v : s) v = static_cast<std::int64_t>(rng() % (1ull << 36)) - (std::int64_t{1} << 35);
     const auto original = s;
-    const int depth = n > d ? 20 : 5000;  // an expanding factor leaves the int64 range sooner
+    const int depth = n > d ? 12 : 5000;  // an expanding factor leaves the fixed-point range (2^51) sooner
     std::vector<std::int64_t> added(static_cast<std::size_t>(depth) * elements);
     for (int k = 0; k < depth; ++k)
       for (std::size_t i = 0; i < elements; ++i) {
@@ -47,7 +48,7 @@ TEST_CASE("ledger: 5000 layers of mu = 9/10 and 3/10, negative values, spills, l
         added[static_cast<std::size_t>(k) * elements + i] = g;
         s[i] = rwd::cpu::multiply_exact(s[i], n, d, l, i) + g;
       }
-    if (n < d) CHECK(l.planes() > 1);  // it spilled past one word
+    if (n < d) CHECK(l.planes() > 1);  // it spilled past the head
     for (int k = depth; k-- > 0;)
       for (std::size_t i = 0; i < elements; ++i)
         s[i] = rwd::cpu::divide_exact(s[i] - added[static_cast<std::size_t>(k) * elements + i], n, d, l, i);
@@ -64,7 +65,7 @@ TEST_CASE("ledger: floor semantics for negative values") {
   CHECK(q == -1);
   CHECK(r == 3);
   rwd::cpu::memory_tracker t;
-  rwd::cpu::ledger l(t, 1);
+  rwd::cpu::ledger l(t, 1, 90);
   for (std::int64_t v : {-1LL, -10LL, -11LL, -123456789LL, 0LL, 9LL}) {
     const std::int64_t m = rwd::cpu::multiply_exact(v, 9, 10, l, 0);
     CHECK(rwd::cpu::divide_exact(m, 9, 10, l, 0) == v);

@@ -39,9 +39,9 @@ inline std::string_view to_string(mode m) {
 /// ledger's size at its largest.
 struct exact_report {
   bool bit_exact = false;
-  std::size_t ledger_planes = 0;      // words per element at the peak (planes allocated)
-  std::size_t ledger_bytes_peak = 0;  // planes * elements * 8
-  double ledger_bits_per_element = 0; // words in use at the top, * 64, per element of a scaled variable
+  std::size_t ledger_planes = 0;      // 16-bit stack words per element at the peak (planes allocated)
+  std::size_t ledger_bytes_peak = 0;  // elements * (8-byte head + 2 bytes per plane)
+  double ledger_bits_per_element = 0; // bits held at the top of the network, per element of a scaled variable
 };
 
 struct options {

@@ -3,15 +3,21 @@
 // The state is held in fixed point: an int64 per element with F fractional bits. Adding a map's
 // output is exact when the output is rounded to fixed point the same way in the forward and in
 // the rewind (the map is evaluated in float from the same fixed-point state, deterministically).
-// Multiplying by a rational n/d is made invertible by an information ledger, one unbounded
-// integer per element:
-//   forward  s -> (n/d) s:  r = s mod d (floor), s = floor(s / d);  L = L*d + r;
-//                           s = s*n + (L mod n);  L = L div n
-//   rewind   the mirror:    t = s mod n, s = floor(s / n);          L = L*n + t;
-//                           s = s*d + (L mod d);  L = L div d
-// The ledger grows by about log2(d/n) bits per multiplication (0.152 at 9/10) and is stored
-// word-major: plane p holds word p of every element, and planes are added as any element needs
-// them, so any depth works. A rewind returns every ledger to zero.
+// Multiplying by a rational n/d is made invertible by an information ledger:
+//   forward  s -> (n/d) s:  r = s mod d (floor), s = floor(s / d);  push r in base d;
+//                           s = s*n + (pop a digit in base n)
+//   rewind   the mirror:    t = s mod n, s = floor(s / n);          push t in base n;
+//                           s = s*d + (pop a digit in base d)
+// The ledger of an element is a mixed-radix number kept as in rANS: a head x below 2^16 L (L a
+// multiple of every base, at most 2^36: x stays an exact double) and a stack of 16-bit words.
+// Pushing a digit in base b first moves x's low 16 bits to the stack when x >= 2^16 L / b;
+// popping moves a word back when x falls below L and the stack is not empty. Each push is undone
+// by the pop in the same base and vice versa, so the rewind restores every bit, and every
+// operation costs the same whatever the depth (the divisions by n and d are multiplications by a
+// reciprocal, corrected to the exact quotient). The ledger grows by about log2(d/n) bits per
+// multiplication (0.152 at 9/10); the stack is stored word-major (plane p holds word p of every
+// element) and planes are added as any element needs them, so any depth works. A rewind returns
+// every ledger to its start.
 #pragma once
 
 #include <algorithm>
@@ -28,99 +34,113 @@
 
 namespace rwd::cpu {
 
-__extension__ typedef unsigned __int128 uint128;  // a 64x64-bit product, exactly
-
-/// floor division with a remainder in [0, d): s = q*d + r
-inline void floor_divmod(std::int64_t s, std::int64_t d, std::int64_t& q, std::int64_t& r) {
-  q = s / d;
-  r = s % d;
-  if (r < 0) r += d, q -= 1;
+/// Floor division with a remainder in [0, b) for |x| < 2^53, through a double reciprocal of b:
+/// the truncated estimate is off by at most two, and corrected to exact (no libm call).
+inline void divmod_small(std::int64_t x, std::int64_t b, double inv_b, std::int64_t& q, std::int64_t& r) {
+  q = static_cast<std::int64_t>(static_cast<double>(x) * inv_b);
+  r = x - q * b;
+  while (r < 0) r += b, q -= 1;
+  while (r >= b) r -= b, q += 1;
 }
 
-/// One unbounded non-negative integer per element, stored word-major.
+/// floor division with a remainder in [0, d): s = q*d + r (|s| < 2^53).
+inline void floor_divmod(std::int64_t s, std::int64_t d, std::int64_t& q, std::int64_t& r) {
+  divmod_small(s, d, 1.0 / static_cast<double>(d), q, r);
+}
+
+/// One ledger per element: a head below 2^16 L and a stack of 16-bit words (see the top).
 class ledger {
  public:
+  static constexpr std::int64_t max_base = std::int64_t{1} << 16;
   ledger() = default;
-  ledger(memory_tracker& t, std::size_t elements) : tracker_(&t), len_(elements, 0) {}
+  /// `bases`: a common multiple of every base that will be pushed or popped (n and d of every
+  /// coefficient), at most 2^32.
+  ledger(memory_tracker& t, std::size_t elements, std::int64_t bases)
+      : tracker_(&t), low_(bases * ((std::int64_t{1} << 36) / std::max<std::int64_t>(bases, 1))), head_(t, elements), height_(elements, 0) {
+    if (bases < 1 || bases > (std::int64_t{1} << 32))
+      throw error("rewind: exact mode: the coefficients' numerators and denominators need a common multiple below 2^32");
+    std::fill_n(head_.data(), elements, low_);
+  }
 
-  /// L = L*m + digit, for element i (digit < m).
-  void push(std::size_t i, std::uint64_t m, std::uint64_t digit) {
-    uint128 carry = digit;
-    const std::size_t n = len_[i];
-    for (std::size_t w = 0; w < n; ++w) {
-      const uint128 v = static_cast<uint128>(planes_[w][i]) * m + carry;
-      planes_[w][i] = static_cast<std::uint64_t>(v);
-      carry = v >> 64;
+  /// Appends the digit (< b) in base b to element i's number.
+  void push(std::size_t i, std::int64_t b, std::int64_t digit) {
+    std::int64_t x = head_[i];
+    if (x >= (low_ / b) << 16) {  // make room: the low 16 bits go to the stack
+      const std::uint32_t h = height_[i];
+      if (h == planes_.size()) add_plane();  // serial use; loops on threads reserve first
+      planes_[h][i] = static_cast<std::uint16_t>(x & 0xffff);
+      height_[i] = h + 1;
+      x >>= 16;
     }
-    if (carry != 0) {
-      if (n == planes_.size()) add_plane();
-      planes_[n][i] = static_cast<std::uint64_t>(carry);
-      len_[i] = n + 1;
-    }
+    head_[i] = x * b + digit;
   }
-  /// digit = L mod m, L = L div m, for element i (m < 2^32: two 64-bit divisions per word).
-  std::uint64_t pop(std::size_t i, std::uint64_t m) {
-    std::uint64_t rem = 0;
-    for (std::size_t w = len_[i]; w-- > 0;) {
-      const std::uint64_t word = planes_[w][i];
-      const std::uint64_t hi = (rem << 32) | (word >> 32);
-      const std::uint64_t qh = hi / m;
-      rem = hi - qh * m;
-      const std::uint64_t lo = (rem << 32) | (word & 0xffffffffu);
-      const std::uint64_t ql = lo / m;
-      rem = lo - ql * m;
-      planes_[w][i] = (qh << 32) | ql;
+  /// Takes element i's last digit in base b (the inverse of push in base b).
+  std::int64_t pop(std::size_t i, std::int64_t b, double inv_b) {
+    std::int64_t q, r;
+    divmod_small(head_[i], b, inv_b, q, r);
+    if (q < low_ && height_[i] > 0) {  // refill from the stack
+      const std::uint32_t h = --height_[i];
+      q = (q << 16) | planes_[h][i];
     }
-    while (len_[i] > 0 && planes_[len_[i] - 1][i] == 0) --len_[i];
-    return static_cast<std::uint64_t>(rem);
+    head_[i] = q;
+    return r;
   }
+
   /// Makes room for every element to grow by one word, so that pushes on several threads
   /// never add a plane (call before such a loop; settle() after it).
   void reserve_one_more() {
     if (planes_.size() <= longest_) add_plane();
   }
-  /// Takes note of the longest element after a loop of pushes and pops.
+  /// Takes note of the longest stack after a loop of pushes and pops.
   void settle() {
     longest_ = 0;
-    for (auto l : len_) longest_ = std::max<std::size_t>(longest_, l);
+    for (auto h : height_) longest_ = std::max<std::size_t>(longest_, h);
   }
+  /// Every element back where it started.
   bool empty() const {
-    for (auto l : len_)
-      if (l) return false;
+    for (std::size_t i = 0; i < height_.size(); ++i)
+      if (height_[i] != 0 || head_[i] != low_) return false;
     return true;
   }
-  /// Words in use now, over all elements; and planes allocated (each one word per element).
-  std::size_t words_in_use() const {
-    std::size_t n = 0;
-    for (auto l : len_) n += l;
-    return n;
+  /// Bits held now, over all elements: the heads' growth past their start, and the stacks.
+  double bits_in_use() const {
+    double bits = 0;
+    for (std::size_t i = 0; i < height_.size(); ++i)
+      bits += 16.0 * height_[i] + std::log2(static_cast<double>(head_[i]) / static_cast<double>(low_));
+    return bits;
   }
+  /// Planes of the stack allocated (each one 16-bit word per element), and the bytes of the whole
+  /// ledger (heads and planes).
   std::size_t planes() const { return planes_.size(); }
+  std::size_t bytes() const { return height_.size() * (sizeof(std::int64_t) + planes_.size() * sizeof(std::uint16_t)); }
 
  private:
   void add_plane() {
-    planes_.emplace_back(*tracker_, len_.size());
-    std::fill_n(planes_.back().data(), len_.size(), std::uint64_t{0});
+    planes_.emplace_back(*tracker_, height_.size());
+    std::fill_n(planes_.back().data(), height_.size(), std::uint16_t{0});
   }
   memory_tracker* tracker_ = nullptr;
-  std::vector<std::uint32_t> len_;
+  std::int64_t low_ = 1;  // L
+  buffer<std::int64_t> head_;
+  std::vector<std::uint32_t> height_;
   std::size_t longest_ = 0;  // as of the last settle()
-  std::vector<buffer<std::uint64_t>> planes_;
+  std::vector<buffer<std::uint16_t>> planes_;
 };
 
-/// s -> (n/d) s exactly, the information that does not fit pushed into the ledger (n, d < 2^32).
+/// s -> (n/d) s exactly, the information that does not fit pushed into the ledger (n, d <= 2^16;
+/// |s| and |s n / d| below 2^51, the fixed-point range the model checks).
 inline std::int64_t multiply_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
   std::int64_t q, r;
-  floor_divmod(s, d, q, r);
-  l.push(i, static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(r));
-  return q * n + static_cast<std::int64_t>(l.pop(i, static_cast<std::uint64_t>(n)));
+  divmod_small(s, d, 1.0 / static_cast<double>(d), q, r);
+  l.push(i, d, r);
+  return q * n + l.pop(i, n, 1.0 / static_cast<double>(n));
 }
 /// The inverse of multiply_exact: s -> (d/n) s, taking back what the ledger holds.
 inline std::int64_t divide_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
   std::int64_t q, t;
-  floor_divmod(s, n, q, t);
-  l.push(i, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(t));
-  return q * d + static_cast<std::int64_t>(l.pop(i, static_cast<std::uint64_t>(d)));
+  divmod_small(s, n, 1.0 / static_cast<double>(n), q, t);
+  l.push(i, n, t);
+  return q * d + l.pop(i, d, 1.0 / static_cast<double>(d));
 }
 
 /// The closest rational with a denominator of at most max_den (continued fractions): how a

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <span>
@@ -234,8 +235,9 @@ class model {
         }
       });
       const double per_layer = exact_ledger_bits(Block{}, bindings_);
-      const auto planes = static_cast<std::size_t>(std::ceil((depth_ * per_layer + 2 * bits + 1) / 64.0)) + 1;
-      p.tape_bytes = planes * scaled_variables() * wb * sizeof(std::uint64_t);
+      // a head per element, and 16-bit stack words: full ones below the head, one reserved
+      const auto planes = static_cast<std::size_t>(std::ceil((depth_ * per_layer + 2 * bits + 1) / 16.0)) + 2;
+      p.tape_bytes = scaled_variables() * wb * (sizeof(std::int64_t) + planes * sizeof(std::uint16_t));
     }
     return p;
   }
@@ -501,7 +503,7 @@ class model {
   struct fixed_state {
     std::array<buffer<std::int64_t>, ns> s;
     ledger book;  // slots only for the state variables some update scales (ledger_slot_)
-    fixed_state(model& m) : book(m.tracker_, m.scaled_variables() * m.o_.width * m.o_.batch) {
+    fixed_state(model& m) : book(m.tracker_, m.scaled_variables() * m.o_.width * m.o_.batch, m.ledger_bases()) {
       for (auto& b : s) {
         b = buffer<std::int64_t>(m.tracker_, m.o_.width * m.o_.batch);
         std::fill_n(b.data(), b.size(), std::int64_t{0});
@@ -531,12 +533,30 @@ class model {
     return n;
   }
 
+  /// A common multiple of the numerators and denominators of every scaling coefficient: the
+  /// ledger's bases.
+  std::int64_t ledger_bases() const {
+    std::int64_t bases = 1;
+    hana::for_each(Block::updates(), [&](auto u) {
+      using U = decltype(u);
+      if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
+        const rational a = exact_coefficient<U>();
+        if (a.num == a.den) return;
+        if (a.num > ledger::max_base || a.den > ledger::max_base)
+          throw error("rewind: exact mode: " + U::text() + ": alpha = " + std::to_string(a.num) + "/" + std::to_string(a.den) +
+                      " needs a numerator and denominator of at most 65536");
+        bases = std::lcm(std::lcm(bases, static_cast<std::int64_t>(a.num)), static_cast<std::int64_t>(a.den));
+      }
+    });
+    return bases;
+  }
+
   /// alpha = n/d of update U, exactly: its rational constant, or its runtime value rationalised.
   template <class U>
   rational exact_coefficient() const {
     if constexpr (constant_expression<typename U::alpha>) return U::alpha::value;
     else if constexpr (coefficient_kind_of<U>() == coefficient_kind::runtime)
-      return rationalise(scalar_value(typename U::alpha{}, bindings_));
+      return rationalise(scalar_value(typename U::alpha{}, bindings_), ledger::max_base);
     else throw error("rewind: exact mode needs constant or runtime-scalar coefficients; " + U::text() + " computes alpha from the data");
   }
 
@@ -636,9 +656,8 @@ class model {
     for (std::size_t l = 0; l < depth_; ++l)
       hana::for_each(Block::updates(), [&](auto u) { exact_update<decltype(u)>(l, st, fx, true, false); });
     exact_.ledger_planes = fx.book.planes();
-    exact_.ledger_bytes_peak = fx.book.planes() * scaled_variables() * wb * sizeof(std::uint64_t);
-    exact_.ledger_bits_per_element =
-        64.0 * static_cast<double>(fx.book.words_in_use()) / static_cast<double>(std::max<std::size_t>(1, scaled_variables()) * wb);
+    exact_.ledger_bytes_peak = fx.book.bytes();
+    exact_.ledger_bits_per_element = fx.book.bits_in_use() / static_cast<double>(std::max<std::size_t>(1, scaled_variables()) * wb);
     const T loss = head(st, labels);
     done(head_offset_);
     for (std::size_t l = depth_; l-- > 0;) {
