@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -48,27 +49,32 @@ inline void floor_divmod(std::int64_t s, std::int64_t d, std::int64_t& q, std::i
   divmod_small(s, d, 1.0 / static_cast<double>(d), q, r);
 }
 
-/// One ledger per element: a head below 2^16 L and a stack of 16-bit words (see the top).
+/// One ledger per element: a head below 2^16 L and a stack of 16-bit words (see the top). Loops
+/// on several threads may push and pop different elements at once: a new plane of words is added
+/// under a lock, the moment some element needs it (not before: the peak holds no spare plane).
 class ledger {
  public:
   static constexpr std::int64_t max_base = std::int64_t{1} << 16;
-  ledger() = default;
+  static constexpr std::size_t max_planes = std::size_t{1} << 14;  // 2^18 bits per element
   /// `bases`: a common multiple of every base that will be pushed or popped (n and d of every
   /// coefficient), at most 2^32.
   ledger(memory_tracker& t, std::size_t elements, std::int64_t bases)
-      : tracker_(&t), low_(bases * ((std::int64_t{1} << 36) / std::max<std::int64_t>(bases, 1))), head_(t, elements), height_(elements, 0) {
+      : tracker_(&t), low_(bases * ((std::int64_t{1} << 36) / std::max<std::int64_t>(bases, 1))), head_(t, elements),
+        height_(elements, 0), plane_at_(max_planes, nullptr) {
     if (bases < 1 || bases > (std::int64_t{1} << 32))
       throw error("rewind: exact mode: the coefficients' numerators and denominators need a common multiple below 2^32");
     std::fill_n(head_.data(), elements, low_);
+    owned_.reserve(max_planes);
   }
+  ledger(const ledger&) = delete;
+  ledger& operator=(const ledger&) = delete;
 
   /// Appends the digit (< b) in base b to element i's number.
   void push(std::size_t i, std::int64_t b, std::int64_t digit) {
     std::int64_t x = head_[i];
     if (x >= (low_ / b) << 16) {  // make room: the low 16 bits go to the stack
       const std::uint32_t h = height_[i];
-      if (h == planes_.size()) add_plane();  // serial use; loops on threads reserve first
-      planes_[h][i] = static_cast<std::uint16_t>(x & 0xffff);
+      plane(h)[i] = static_cast<std::uint16_t>(x & 0xffff);
       height_[i] = h + 1;
       x >>= 16;
     }
@@ -80,21 +86,17 @@ class ledger {
     divmod_small(head_[i], b, inv_b, q, r);
     if (q < low_ && height_[i] > 0) {  // refill from the stack
       const std::uint32_t h = --height_[i];
-      q = (q << 16) | planes_[h][i];
+      q = (q << 16) | plane_at_[h][i];  // a plane below an element's height exists
     }
     head_[i] = q;
     return r;
   }
 
-  /// Makes room for every element to grow by one word, so that pushes on several threads
-  /// never add a plane (call before such a loop; settle() after it).
-  void reserve_one_more() {
-    if (planes_.size() <= longest_) add_plane();
-  }
-  /// Takes note of the longest stack after a loop of pushes and pops.
-  void settle() {
-    longest_ = 0;
-    for (auto h : height_) longest_ = std::max<std::size_t>(longest_, h);
+  /// After a loop on threads: raises the error that the loop could not (the ledger is full).
+  void settle() const {
+    if (full_.load())
+      throw error("rewind: exact mode: the ledger is full (" + std::to_string(max_planes * 16) +
+                  " bits per element): the network is too deep for the exact policy at this coefficient");
   }
   /// Every element back where it started.
   bool empty() const {
@@ -111,20 +113,41 @@ class ledger {
   }
   /// Planes of the stack allocated (each one 16-bit word per element), and the bytes of the whole
   /// ledger (heads and planes).
-  std::size_t planes() const { return planes_.size(); }
-  std::size_t bytes() const { return height_.size() * (sizeof(std::int64_t) + planes_.size() * sizeof(std::uint16_t)); }
+  std::size_t planes() const { return count_.load(); }
+  std::size_t bytes() const { return height_.size() * (sizeof(std::int64_t) + planes() * sizeof(std::uint16_t)); }
 
  private:
-  void add_plane() {
-    planes_.emplace_back(*tracker_, height_.size());
-    std::fill_n(planes_.back().data(), height_.size(), std::uint16_t{0});
+  std::uint16_t* plane(std::size_t h) {
+    if (h < count_.load(std::memory_order_acquire)) [[likely]] return plane_at_[h];
+    std::uint16_t* p = nullptr;
+#pragma omp critical(rewind_ledger_planes)
+    {
+      std::size_t n = count_.load(std::memory_order_relaxed);
+      while (n <= h && n < max_planes) {
+        owned_.emplace_back(*tracker_, height_.size());
+        std::fill_n(owned_.back().data(), height_.size(), std::uint16_t{0});
+        plane_at_[n] = owned_.back().data();
+        count_.store(++n, std::memory_order_release);
+      }
+      if (h < n) p = plane_at_[h];
+      else {
+        full_.store(true);
+        if (!overflow_.data()) overflow_ = buffer<std::uint16_t>(*tracker_, height_.size());
+        p = overflow_.data();  // the step fails after the loop (settle): the words are never read
+      }
+    }
+    return p;
   }
+
   memory_tracker* tracker_ = nullptr;
   std::int64_t low_ = 1;  // L
   buffer<std::int64_t> head_;
   std::vector<std::uint32_t> height_;
-  std::size_t longest_ = 0;  // as of the last settle()
-  std::vector<buffer<std::uint16_t>> planes_;
+  std::vector<std::uint16_t*> plane_at_;  // fixed size: readers never see it move
+  std::atomic<std::size_t> count_{0};
+  std::atomic<bool> full_{false};
+  std::vector<buffer<std::uint16_t>> owned_;  // reserved: never reallocated
+  buffer<std::uint16_t> overflow_;
 };
 
 /// s -> (n/d) s exactly, the information that does not fit pushed into the ledger (n, d <= 2^16;

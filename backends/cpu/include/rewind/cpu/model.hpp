@@ -223,9 +223,11 @@ class model {
   memory_plan plan(mode m) const {
     const std::size_t wb = o_.width * o_.batch, bytes = sizeof(T);
     memory_plan p = step_plan<Block>(m, o_.width, o_.batch, o_.classes, depth_, segment_, bytes);
-    if (m == mode::exact) {  // + the fixed-point state, a g buffer, and a bound on the ledger
+    if (m == mode::exact) {  // + the fixed-point state, maybe a g buffer, and a bound on the ledger
       p.state_bytes += ns * wb * sizeof(std::int64_t);
-      p.workspace_bytes += wb * bytes;
+      bool g_buffer = false;  // an update whose g is an expression evaluates it into a buffer
+      hana::for_each(Block::updates(), [&](auto u) { g_buffer = g_buffer || g_needs_buffer<decltype(u)>(); });
+      if (g_buffer) p.workspace_bytes += wb * bytes;
       double bits = 0;
       hana::for_each(Block::updates(), [&](auto u) {
         using U = decltype(u);
@@ -235,8 +237,8 @@ class model {
         }
       });
       const double per_layer = exact_ledger_bits(Block{}, bindings_);
-      // a head per element, and 16-bit stack words: full ones below the head, one reserved
-      const auto planes = static_cast<std::size_t>(std::ceil((depth_ * per_layer + 2 * bits + 1) / 16.0)) + 2;
+      // a head per element, and 16-bit stack words: full ones below the head
+      const auto planes = static_cast<std::size_t>(std::ceil((depth_ * per_layer + 2 * bits + 1) / 16.0)) + 1;
       p.tape_bytes = scaled_variables() * wb * (sizeof(std::int64_t) + planes * sizeof(std::uint16_t));
     }
     return p;
@@ -585,6 +587,12 @@ class model {
   T from_fixed(std::int64_t v) const { return static_cast<T>(static_cast<double>(v) * fixed_unit_); }
 
   /// One update in fixed point, forward (s <- alpha*s + round(g)) or rewound.
+  /// Does the exact update need a buffer for g, or is g already one (a variable, a map call)?
+  template <class U>
+  static constexpr bool g_needs_buffer() {
+    return !state_variable<typename U::g> && !rwd::detail::is_call<typename U::g>;
+  }
+
   template <class U>
   void exact_update(std::size_t l, states& st, fixed_state& fx, bool forward, bool with_adjoint) {
     using P = update_plan<U>;
@@ -593,11 +601,17 @@ class model {
     const auto n = static_cast<Eigen::Index>(wb);
     update_frame<U> uf;
     uf.bind(st, scalars_);
-    buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0) + o_.width) * o_.batch);
-    T* g = uf.place_calls(ws.data(), o_.width, o_.batch);
-    T* steps = g + wb;
+    constexpr bool own_g = g_needs_buffer<U>();
+    buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0) + (own_g ? o_.width : 0)) * o_.batch);
+    T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
     compute_calls(l, uf);  // from the shadow of the state; g does not read the target
-    Eigen::Map<array>(g, n) = lower<Layout, typename U::g, T>(uf.f, n);
+    const T* g = nullptr;  // g itself where it is already a buffer: a map call's output, or a variable
+    if constexpr (own_g) {
+      g = steps;
+      steps += wb;
+      Eigen::Map<array>(const_cast<T*>(g), n) = lower<Layout, typename U::g, T>(uf.f, n);
+    } else if constexpr (state_variable<typename U::g>) g = uf.f.state[Layout::template state_index<typename U::g>];
+    else g = uf.f.calls[Layout::template call_index<typename U::g>];
     const rational a = exact_coefficient<U>();
     const bool scales = !(a.num == 1 && a.den == 1);
     constexpr std::size_t t = Layout::template state_index<typename U::target>;
@@ -618,7 +632,6 @@ class model {
         shadow[i] = from_fixed(v);
       }
     } else {
-      fx.book.reserve_one_more();  // no element's ledger grows by more than a word per update
 #pragma omp parallel for reduction(&& : in_range) num_threads(Eigen::nbThreads()) if (wb >= 16384)
       for (std::ptrdiff_t i = 0; i < count; ++i) {
         bool ok = true;
