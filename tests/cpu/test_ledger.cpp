@@ -80,3 +80,12 @@ TEST_CASE("rationalise: runtime coefficients become exact rationals") {
   CHECK(rwd::cpu::rationalise(1.0) == rwd::rational{1, 1});
   CHECK(rwd::cpu::rationalise(2.5) == rwd::rational{5, 2});
 }
+
+TEST_CASE("ledger: a ledger that fills up says so instead of losing bits") {
+  rwd::cpu::memory_tracker t;
+  rwd::cpu::ledger l(t, 1, 65536);
+  std::int64_t s = 12345;
+  for (std::size_t k = 0; k < rwd::cpu::ledger::max_planes + 8; ++k) s = rwd::cpu::multiply_exact(s, 1, 65536, l, 0);  // 16 bits a layer
+  CHECK(l.planes() == rwd::cpu::ledger::max_planes);
+  CHECK_THROWS_WITH_AS(l.settle(), doctest::Contains("the ledger is full"), rwd::error);
+}
