@@ -69,10 +69,14 @@ class ledger {
   ledger(const ledger&) = delete;
   ledger& operator=(const ledger&) = delete;
 
+  /// Where a push in base b first makes room: (L / b) 2^16 (computed once per loop, not per element).
+  std::int64_t room_limit(std::int64_t b) const { return (low_ / b) << 16; }
+
   /// Appends the digit (< b) in base b to element i's number.
-  void push(std::size_t i, std::int64_t b, std::int64_t digit) {
+  void push(std::size_t i, std::int64_t b, std::int64_t digit) { push(i, b, digit, room_limit(b)); }
+  void push(std::size_t i, std::int64_t b, std::int64_t digit, std::int64_t limit) {
     std::int64_t x = head_[i];
-    if (x >= (low_ / b) << 16) {  // make room: the low 16 bits go to the stack
+    if (x >= limit) {  // make room: the low 16 bits go to the stack
       const std::uint32_t h = height_[i];
       plane(h)[i] = static_cast<std::uint16_t>(x & 0xffff);
       height_[i] = h + 1;
@@ -150,20 +154,36 @@ class ledger {
   buffer<std::uint16_t> overflow_;
 };
 
+/// A coefficient n/d with what its multiplications need precomputed once for a whole loop.
+struct exact_ratio {
+  std::int64_t n = 1, d = 1;
+  double inv_n = 1, inv_d = 1;
+  std::int64_t limit_n = 0, limit_d = 0;  // ledger::room_limit of each base
+  exact_ratio(std::int64_t n_, std::int64_t d_, const ledger& l)
+      : n(n_), d(d_), inv_n(1.0 / static_cast<double>(n_)), inv_d(1.0 / static_cast<double>(d_)), limit_n(l.room_limit(n_)),
+        limit_d(l.room_limit(d_)) {}
+};
+
 /// s -> (n/d) s exactly, the information that does not fit pushed into the ledger (n, d <= 2^16;
 /// |s| and |s n / d| below 2^51, the fixed-point range the model checks).
-inline std::int64_t multiply_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
+inline std::int64_t multiply_exact(std::int64_t s, const exact_ratio& a, ledger& l, std::size_t i) {
   std::int64_t q, r;
-  divmod_small(s, d, 1.0 / static_cast<double>(d), q, r);
-  l.push(i, d, r);
-  return q * n + l.pop(i, n, 1.0 / static_cast<double>(n));
+  divmod_small(s, a.d, a.inv_d, q, r);
+  l.push(i, a.d, r, a.limit_d);
+  return q * a.n + l.pop(i, a.n, a.inv_n);
 }
 /// The inverse of multiply_exact: s -> (d/n) s, taking back what the ledger holds.
-inline std::int64_t divide_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
+inline std::int64_t divide_exact(std::int64_t s, const exact_ratio& a, ledger& l, std::size_t i) {
   std::int64_t q, t;
-  divmod_small(s, n, 1.0 / static_cast<double>(n), q, t);
-  l.push(i, n, t);
-  return q * d + l.pop(i, d, 1.0 / static_cast<double>(d));
+  divmod_small(s, a.n, a.inv_n, q, t);
+  l.push(i, a.n, t, a.limit_n);
+  return q * a.d + l.pop(i, a.d, a.inv_d);
+}
+inline std::int64_t multiply_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
+  return multiply_exact(s, exact_ratio(n, d, l), l, i);
+}
+inline std::int64_t divide_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
+  return divide_exact(s, exact_ratio(n, d, l), l, i);
 }
 
 /// The closest rational with a denominator of at most max_den (continued fractions): how a

@@ -632,14 +632,15 @@ class model {
         shadow[i] = from_fixed(v);
       }
     } else {
+      const exact_ratio ratio(a.num, a.den, fx.book);
 #pragma omp parallel for reduction(&& : in_range) num_threads(Eigen::nbThreads()) if (wb >= 16384)
       for (std::ptrdiff_t i = 0; i < count; ++i) {
         bool ok = true;
         const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), ok);
         const std::size_t at = slot * wb + static_cast<std::size_t>(i);
         std::int64_t v = s[i];
-        if (forward) v = multiply_exact(v, a.num, a.den, fx.book, at) + G;
-        else v = divide_exact(v - G, a.num, a.den, fx.book, at);
+        if (forward) v = multiply_exact(v, ratio, fx.book, at) + G;
+        else v = divide_exact(v - G, ratio, fx.book, at);
         in_range = in_range && ok && v < bound && v > -bound;
         s[i] = v;
         shadow[i] = from_fixed(v);
