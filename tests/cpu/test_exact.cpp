@@ -74,8 +74,39 @@ TEST_CASE("exact: a value outside the fixed-point range is an error, not a wrong
   rwd::cpu::model<float, momentum_t> model(momentum, 4, {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits = 48},
                                            rwd::env{}.set("mu", 0.9));
   auto batch = batch_of(48);
-  batch[5] = 100.f;  // 100 > 2^(52 - 48) = 16
+  batch[5] = 100.f;  // 100 > 2^(51 - 48) = 8
   CHECK_THROWS_WITH_AS(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::exact),
-                       doctest::Contains("leaves the fixed-point range"), rwd::error);
+                       doctest::Contains("a value of x (100.000000) leaves the fixed-point range +-2^3"), rwd::error);
   CHECK_NOTHROW(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::stored));
+}
+
+TEST_CASE("exact: a radix per state variable") {
+  const rwd::env e = rwd::env{}.set("mu", 0.9);
+  const auto batch = batch_of(48);
+  const std::vector<int> labels{0, 1, 2, 0};
+  // v on 20 fractional bits, x on 40: still a bit-exact rewind, and the gradient of stored backprop
+  rwd::cpu::model<float, momentum_t> mixed(momentum, 64,
+                                           {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits = 40,
+                                            .exact_fraction_bits_of = {{"v", 20}}},
+                                           e);
+  mixed.loss_and_gradient(batch, labels, rwd::cpu::mode::exact);
+  CHECK(mixed.last_exact().bit_exact);
+  const std::vector<float> exact(mixed.gradients().begin(), mixed.gradients().end());
+  mixed.loss_and_gradient(batch, labels, rwd::cpu::mode::stored);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    worst = std::max(worst, std::abs(double(exact[i]) - mixed.gradients()[i]));
+    scale = std::max(scale, std::abs(double(mixed.gradients()[i])));
+  }
+  CHECK(worst / scale < 1e-3);  // v rounded to 2^-20 at every layer
+  // a value that leaves its own variable's range is named
+  rwd::cpu::model<float, momentum_t> narrow(momentum, 4, {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits_of = {{"x", 51}}}, e);
+  auto big = batch;
+  big[3] = 2.f;  // 2 > 2^(51 - 51)
+  CHECK_THROWS_WITH_AS(narrow.loss_and_gradient(big, labels, rwd::cpu::mode::exact), doctest::Contains("a value of x"), rwd::error);
+  // names and bits are checked when the model is made
+  CHECK_THROWS_WITH_AS((rwd::cpu::model<float, momentum_t>(momentum, 4, {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits_of = {{"w", 20}}}, e)),
+                       doctest::Contains("'w' is not a state variable"), rwd::error);
+  CHECK_THROWS_WITH_AS((rwd::cpu::model<float, momentum_t>(momentum, 4, {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits_of = {{"v", 60}}}, e)),
+                       doctest::Contains("[0, 51]"), rwd::error);
 }

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "diagnostics.hpp"
@@ -56,9 +57,11 @@ struct options {
   // mode::checkpointed stores the state every this many layers; 0 chooses floor(L*/2) from the
   // block's budget in the model's scalar type (16 when the block's budget is data-dependent).
   std::size_t checkpoint_every = 0;
-  // mode::exact: fractional bits of the fixed-point state; values must stay within +-2^(52 - F)
-  // (checked: a value outside is an error, never a wrong gradient).
+  // mode::exact: fractional bits F of the fixed-point state; values must stay within +-2^(51 - F)
+  // (checked: a value outside is an error, never a wrong gradient). Per state variable, by name,
+  // where the variables live on different scales: {{"v", 24}} gives v 24 bits, the others F.
   int exact_fraction_bits = 32;
+  std::vector<std::pair<std::string_view, int>> exact_fraction_bits_of{};
   // mode::reversible deeper than the budget L* of T is refused (rewind E007) unless this says the
   // garbage is wanted on purpose: to measure the cliff, or time a step regardless of its gradient.
   bool lossy = false;

@@ -80,9 +80,8 @@ class model {
     map_offset_ = arena.map_offset;
     per_layer_ = arena.per_layer;
     head_offset_ = arena.head;
-    if (o.exact_fraction_bits < 0 || o.exact_fraction_bits > 52) throw error("rewind: exact_fraction_bits is in [0, 52]");
-    fixed_scale_ = std::ldexp(1.0, o.exact_fraction_bits);
-    fixed_unit_ = std::ldexp(1.0, -o.exact_fraction_bits);
+    radix_.fill(radix_of(o.exact_fraction_bits));
+    for (const auto& [name, bits] : o.exact_fraction_bits_of) radix_[state_index_of<State>(name)] = radix_of(bits);
     budget_ = rwd::budget<T>(Block{}, bindings);
     ledger_slot_ = compute_ledger_slots();  // skips updates whose alpha is data-dependent
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
@@ -562,21 +561,40 @@ class model {
     else throw error("rewind: exact mode needs constant or runtime-scalar coefficients; " + U::text() + " computes alpha from the data");
   }
 
-  /// x in fixed point, rounded to nearest even: adding and subtracting 1.5 * 2^52 rounds a double
-  /// of magnitude below 2^51 to an integer in one exact, inline step (no libm call).
-  std::int64_t to_fixed(double x) const {
-    const double scaled = x * fixed_scale_;
-    constexpr double limit = 0x1p51, magic = 0x1.8p52;
-    if (!(std::abs(scaled) < limit)) [[unlikely]]
-      throw error("rewind: exact mode: a state value (" + std::to_string(x) + ") leaves the fixed-point range +-2^" +
-                  std::to_string(51 - o_.exact_fraction_bits) + " of " + std::to_string(o_.exact_fraction_bits) +
-                  " fractional bits (lower options.exact_fraction_bits, or scale the data)");
-    return static_cast<std::int64_t>((scaled + magic) - magic);
+  /// The fixed point of one state variable: F fractional bits.
+  struct radix {
+    int bits = 32;
+    double scale = 0x1p32, unit = 0x1p-32;  // 2^F, 2^-F
+  };
+  static radix radix_of(int bits) {
+    if (bits < 0 || bits > 51) throw error("rewind: exact_fraction_bits is in [0, 51], not " + std::to_string(bits));
+    return {bits, std::ldexp(1.0, bits), std::ldexp(1.0, -bits)};
+  }
+  std::string variable_name(std::size_t k) const {
+    std::string name;
+    std::size_t j = 0;
+    hana::for_each(State{}, [&](auto t) {
+      if (j++ == k) name = std::string(decltype(t)::type::name);
+    });
+    return name;
+  }
+
+  /// x in state variable k's fixed point, rounded to nearest even: adding and subtracting
+  /// 1.5 * 2^52 rounds a double of magnitude below 2^51 to an integer in one exact, inline step.
+  std::int64_t to_fixed(double x, std::size_t k) const {
+    bool ok = true;
+    const std::int64_t v = fixed_or_flag(x, k, ok);
+    if (!ok) [[unlikely]]
+      throw error("rewind: exact mode: a value of " + variable_name(k) + " (" + std::to_string(x) +
+                  ") leaves the fixed-point range +-2^" + std::to_string(51 - radix_[k].bits) + " of " +
+                  std::to_string(radix_[k].bits) +
+                  " fractional bits (lower options.exact_fraction_bits or its entry in exact_fraction_bits_of, or scale the data)");
+    return v;
   }
   /// to_fixed without throwing (a loop on several threads cannot): clears ok, and gives 0, for a
   /// value outside the range.
-  std::int64_t fixed_or_flag(double x, bool& ok) const {
-    const double scaled = x * fixed_scale_;
+  std::int64_t fixed_or_flag(double x, std::size_t k, bool& ok) const {
+    const double scaled = x * radix_[k].scale;
     constexpr double limit = 0x1p51, magic = 0x1.8p52;
     if (!(std::abs(scaled) < limit)) [[unlikely]] {
       ok = false;
@@ -584,7 +602,7 @@ class model {
     }
     return static_cast<std::int64_t>((scaled + magic) - magic);
   }
-  T from_fixed(std::int64_t v) const { return static_cast<T>(static_cast<double>(v) * fixed_unit_); }
+  T from_fixed(std::int64_t v, std::size_t k) const { return static_cast<T>(static_cast<double>(v) * radix_[k].unit); }
 
   /// One update in fixed point, forward (s <- alpha*s + round(g)) or rewound.
   /// Does the exact update need a buffer for g, or is g already one (a variable, a map call)?
@@ -625,31 +643,31 @@ class model {
 #pragma omp parallel for reduction(&& : in_range) num_threads(Eigen::nbThreads()) if (wb >= 16384)
       for (std::ptrdiff_t i = 0; i < count; ++i) {
         bool ok = true;
-        const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), ok);
+        const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), t, ok);
         const std::int64_t v = forward ? s[i] + G : s[i] - G;
         in_range = in_range && ok && v < bound && v > -bound;
         s[i] = v;
-        shadow[i] = from_fixed(v);
+        shadow[i] = from_fixed(v, t);
       }
     } else {
       const exact_ratio ratio(a.num, a.den, fx.book);
 #pragma omp parallel for reduction(&& : in_range) num_threads(Eigen::nbThreads()) if (wb >= 16384)
       for (std::ptrdiff_t i = 0; i < count; ++i) {
         bool ok = true;
-        const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), ok);
+        const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), t, ok);
         const std::size_t at = slot * wb + static_cast<std::size_t>(i);
         std::int64_t v = s[i];
         if (forward) v = multiply_exact(v, ratio, fx.book, at) + G;
         else v = divide_exact(v - G, ratio, fx.book, at);
         in_range = in_range && ok && v < bound && v > -bound;
         s[i] = v;
-        shadow[i] = from_fixed(v);
+        shadow[i] = from_fixed(v, t);
       }
       fx.book.settle();
     }
     if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
-      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(g[i]));
-      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * fixed_unit_);
+      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(g[i]), t);
+      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
     }
     if (with_adjoint) {
       uf.place_steps(steps, o_.width, o_.batch);
@@ -663,8 +681,8 @@ class model {
     states st(*this);
     fixed_state fx(*this);
     for (std::size_t i = 0; i < wb; ++i) {
-      fx.s[input_][i] = to_fixed(static_cast<double>(batch[i]));
-      st.s[input_][i] = from_fixed(fx.s[input_][i]);
+      fx.s[input_][i] = to_fixed(static_cast<double>(batch[i]), input_);
+      st.s[input_][i] = from_fixed(fx.s[input_][i], input_);
     }
     const std::vector<std::int64_t> start(fx.s[input_].data(), fx.s[input_].data() + wb);
     for (std::size_t l = 0; l < depth_; ++l)
@@ -751,7 +769,7 @@ class model {
   std::size_t input_ = 0, output_ = 0;
   std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset_{};
   std::size_t per_layer_ = 0, head_offset_ = 0, segment_ = 1;
-  double fixed_scale_ = 1, fixed_unit_ = 1;  // 2^F and 2^-F of mode::exact
+  std::array<radix, ns> radix_{};  // mode::exact: each state variable's fixed point
   budget_report budget_;
   std::array<std::size_t, ns> ledger_slot_{};
   std::vector<T> params_, grads_, input_grad_;
