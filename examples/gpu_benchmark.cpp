@@ -76,8 +76,7 @@ int main(int argc, char** argv) {
         const rwd::options o{.width = ref::width, .batch = 128, .classes = ref::classes, .seed = 1, .lossy = true};
         auto model = gpu::make<float>(depth, o, mu);
         device = model->device();
-        std::vector<float> initial(rwd::parameter_layout<ref::momentum_t>(ref::width, depth, ref::classes).total);
-        rwd::parameter_layout<ref::momentum_t>(ref::width, depth, ref::classes).initialise(std::span<float>(initial), 1, o.output_init_scale);
+        const auto initial = ref::initial_parameters<float>(depth, o);
         const rwd::sgd sgd{.lr = 0.01, .momentum = 0.9};
         model->step_ms(p.pixels, p.labels, m, sgd);  // warm-up
         model->set_parameters(initial);

@@ -79,8 +79,7 @@ row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
 row measure_gpu(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   const rwd::options opt{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true};
   auto model = gpu::make<float>(depth, opt, o.mu);
-  std::vector<float> initial(rwd::parameter_layout<ref::momentum_t>(o.width, depth, ref::classes).total);
-  rwd::parameter_layout<ref::momentum_t>(o.width, depth, ref::classes).initialise(std::span<float>(initial), 1, opt.output_init_scale);
+  const auto initial = ref::initial_parameters<float>(depth, opt);
   const ref::benchmark_batch<float> b(o.width, o.batch);
   const auto& data = b.pixels;
   const auto& labels = b.labels;

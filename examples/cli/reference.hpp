@@ -4,9 +4,11 @@
 
 #include <cstddef>
 #include <random>
+#include <span>
 #include <type_traits>
 #include <vector>
 
+#include <rewind/layout.hpp>
 #include <rewind/rewind.hpp>
 
 namespace rewind_cli {
@@ -25,6 +27,15 @@ inline constexpr auto leapfrog = rwd::leapfrog(x, v, 1_c, f);
 using momentum_t = std::remove_cv_t<decltype(momentum)>;
 using leapfrog_t = std::remove_cv_t<decltype(leapfrog)>;
 inline constexpr std::size_t width = 784, classes = 10;
+
+/// The reference network's initial parameters for a model's options, as every engine makes them.
+template <class T>
+std::vector<T> initial_parameters(std::size_t depth, const rwd::options& o) {
+  const rwd::parameter_layout<momentum_t> layout(o.width, depth, o.classes);
+  std::vector<T> p(layout.total);
+  layout.initialise(std::span<T>(p), o.seed, o.output_init_scale);
+  return p;
+}
 
 /// The benchmarks' batch: uniform pixels in [0, 1) from a fixed seed, labels cycling the classes.
 template <class T>

@@ -176,6 +176,20 @@ struct update_frame {
     });
     return base;
   }
+  /// Links the calls' inputs and outputs to buffers already filled (a stored tape entry, after
+  /// place_calls on it): the output is the last stage of each call.
+  void relink_calls(std::size_t width, std::size_t batch) {
+    std::size_t c = 0;
+    hana::for_each(typename P::Calls{}, [&](auto t) {
+      using C = typename decltype(t)::type;
+      using M = typename C::map_type;
+      if constexpr (state_variable<typename C::argument>) call_in[c] = f.state[Layout::template state_index<typename C::argument>];
+      else call_in[c] = call_input[c];
+      call_out[c] = map_layout<M>::outputs(call_stages[c], width, batch)[M::depth - 1];
+      f.calls[c] = call_out[c];
+      ++c;
+    });
+  }
   /// Places each map step's cotangent (or reuses the call's output), scratch and result from
   /// `base`; after place_calls and the calls' forward (call_out).
   void place_steps(T* base, std::size_t width, std::size_t batch) {

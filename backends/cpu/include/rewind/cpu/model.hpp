@@ -386,23 +386,7 @@ class model {
     });
   }
 
-  /// Links the call outputs of an update whose stage buffers are already filled (stored tape).
-  template <class U>
-  void relink_calls(update_frame<U>& uf) const {
-    using Layout = typename update_frame<U>::Layout;
-    std::size_t c = 0;
-    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
-      using C = typename decltype(t)::type;
-      using M = typename C::map_type;
-      if constexpr (state_variable<typename C::argument>)
-        uf.call_in[c] = uf.f.state[Layout::template state_index<typename C::argument>];
-      else uf.call_in[c] = uf.call_input[c];
-      const auto out = map_runner<M, T>{o_.width, o_.batch}.outputs(uf.call_stages[c]);
-      uf.call_out[c] = out[M::depth - 1];
-      uf.f.calls[c] = uf.call_out[c];
-      ++c;
-    });
-  }
+
 
   void forward_layer(std::size_t l, states& st, std::vector<buffer<T>>* tape) {
     const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
@@ -493,7 +477,7 @@ class model {
       uf.bind(st, scalars_);
       std::copy_n(entry.data(), n, st.s[Layout::template state_index<typename U::target>].data());  // restore
       uf.place_calls(entry.data() + n, o_.width, o_.batch);
-      relink_calls(uf);
+      uf.relink_calls(o_.width, o_.batch);
       buffer<T> ws(tracker_, P::steps_size(o_.width) * o_.batch);
       uf.place_steps(ws.data(), o_.width, o_.batch);
       apply_adjoint<U>(l, uf, st);

@@ -301,21 +301,7 @@ class model {
       ++c;
     });
   }
-  template <class U>
-  void relink_calls(update_frame<U>& uf) const {
-    using Layout = typename update_frame<U>::Layout;
-    std::size_t c = 0;
-    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
-      using C = typename decltype(t)::type;
-      using M = typename C::map_type;
-      if constexpr (state_variable<typename C::argument>)
-        uf.call_in[c] = uf.f.state[Layout::template state_index<typename C::argument>];
-      else uf.call_in[c] = uf.call_input[c];
-      uf.call_out[c] = runner<M>().outputs(uf.call_stages[c])[M::depth - 1];
-      uf.f.calls[c] = uf.call_out[c];
-      ++c;
-    });
-  }
+
 
   void forward_layer(std::size_t l, states& st, std::vector<device_buffer<T>>* tape) {
     const std::size_t n = o_.width * o_.batch;
@@ -396,7 +382,7 @@ class model {
       REWIND_CUDA(cudaMemcpyAsync(st.s[Layout::template state_index<typename U::target>].data(), entry.data(), n * sizeof(T),
                                   cudaMemcpyDeviceToDevice, ctx_.stream()));  // restore
       uf.place_calls(entry.data() + n, o_.width, o_.batch);
-      relink_calls(uf);
+      uf.relink_calls(o_.width, o_.batch);
       device_buffer<T> ws(tracker_, P::steps_size(o_.width) * o_.batch);
       uf.place_steps(ws.data(), o_.width, o_.batch);
       apply_adjoint<U>(l, uf, st);
