@@ -110,3 +110,12 @@ TEST_CASE("exact: a radix per state variable") {
   CHECK_THROWS_WITH_AS((rwd::cpu::model<float, momentum_t>(momentum, 4, {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits_of = {{"v", 60}}}, e)),
                        doctest::Contains("[0, 51]"), rwd::error);
 }
+
+TEST_CASE("exact: a coefficient the ledger cannot hold is refused with the update named") {
+  const auto batch = batch_of(48);
+  const std::vector<int> labels{0, 1, 2, 0};
+  rwd::cpu::model<float, momentum_t> negative(momentum, 4, {.width = 12, .batch = 4, .classes = 3}, rwd::env{}.set("mu", -0.5));
+  CHECK_NOTHROW(negative.loss_and_gradient(batch, labels, rwd::cpu::mode::stored));
+  CHECK_THROWS_WITH_AS(negative.loss_and_gradient(batch, labels, rwd::cpu::mode::exact),
+                       doctest::Contains("alpha = -1/2 must be positive"), rwd::error);
+}

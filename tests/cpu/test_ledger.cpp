@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <rewind/cpu.hpp>
@@ -16,7 +17,7 @@ TEST_CASE("ledger: many random rationals, values of both signs, round trips bit 
     const double growth = std::log2(static_cast<double>(n) / static_cast<double>(d));
     const int depth = growth > 0 ? static_cast<int>(15 / growth) : 300;  // stay inside the fixed-point range 2^51
     const std::size_t elements = 32;
-    rwd::cpu::ledger l(t, elements, std::lcm(n, d));
+    rwd::cpu::ledger l(t, elements, {rwd::rational{n, d}});
     std::vector<std::int64_t> s(elements);
     for (auto& v : s) v = static_cast<std::int64_t>(rng() % (1ull << 36)) - (std::int64_t{1} << 35);
     const auto original = s;
@@ -35,7 +36,7 @@ TEST_CASE("ledger: 5000 layers of mu = 9/10 and 3/10, negative values, spills, l
   rwd::cpu::memory_tracker t;
   for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {99, 100}, {7, 3}}) {
     const std::size_t elements = 256;
-    rwd::cpu::ledger l(t, elements, std::lcm(n, d));
+    rwd::cpu::ledger l(t, elements, {rwd::rational{n, d}});
     std::mt19937_64 rng(static_cast<unsigned>(n * 131 + d));
     std::vector<std::int64_t> s(elements);
     for (auto& v : s) v = static_cast<std::int64_t>(rng() % (1ull << 36)) - (std::int64_t{1} << 35);
@@ -65,7 +66,7 @@ TEST_CASE("ledger: floor semantics for negative values") {
   CHECK(q == -1);
   CHECK(r == 3);
   rwd::cpu::memory_tracker t;
-  rwd::cpu::ledger l(t, 1, 90);
+  rwd::cpu::ledger l(t, 1, {rwd::rational{9, 10}});
   for (std::int64_t v : {-1LL, -10LL, -11LL, -123456789LL, 0LL, 9LL}) {
     const std::int64_t m = rwd::cpu::multiply_exact(v, 9, 10, l, 0);
     CHECK(rwd::cpu::divide_exact(m, 9, 10, l, 0) == v);
@@ -83,9 +84,111 @@ TEST_CASE("rationalise: runtime coefficients become exact rationals") {
 
 TEST_CASE("ledger: a ledger that fills up says so instead of losing bits") {
   rwd::cpu::memory_tracker t;
-  rwd::cpu::ledger l(t, 1, 65536);
+  rwd::cpu::ledger l(t, 1, {rwd::rational{1, 65536}});
   std::int64_t s = 12345;
   for (std::size_t k = 0; k < rwd::cpu::ledger::max_planes + 8; ++k) s = rwd::cpu::multiply_exact(s, 1, 65536, l, 0);  // 16 bits a layer
   CHECK(l.planes() == rwd::cpu::ledger::max_planes);
   CHECK_THROWS_WITH_AS(l.settle(), doctest::Contains("the ledger is full"), rwd::error);
+}
+
+namespace {
+// One layer of the scalar reference: each element through multiply_exact / divide_exact.
+void reference_layer(std::vector<std::int64_t>& s, const std::vector<float>& g, std::vector<float>& shadow, rwd::cpu::fixed_point fp,
+                     const rwd::cpu::exact_ratio& a, rwd::cpu::ledger& l, std::size_t first, bool forward) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    std::int64_t out;
+    const std::int64_t G = fp.round(static_cast<double>(g[i]), out);
+    s[i] = forward ? rwd::cpu::multiply_exact(s[i], a, l, first + i) + G : rwd::cpu::divide_exact(s[i] - G, a, l, first + i);
+    shadow[i] = fp.value<float>(s[i]);
+  }
+}
+}  // namespace
+
+TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread or two, blocks partial, slots offset") {
+  rwd::cpu::memory_tracker t;
+  const std::size_t elements = 20000 + 77;  // past the threaded size, the last block partial
+  const auto fp = rwd::cpu::fixed_point::of(30);
+  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {99, 100}, {7, 3}, {65535, 65536}}) {
+    const int depth = n > d ? 10 : 400;  // 9/10 spills (and refills) every ~100 layers
+    std::mt19937_64 rng(static_cast<unsigned>(n + d));
+    std::vector<std::int64_t> start(elements);
+    const int bits = n > d ? 24 : 32;  // 7/3 leaves the range 2^51 after about 30 bits of growth
+    for (auto& v : start) v = static_cast<std::int64_t>(rng() % (1ull << bits)) - (std::int64_t{1} << (bits - 1));
+    std::vector<std::vector<float>> g(static_cast<std::size_t>(depth), std::vector<float>(elements));
+    std::normal_distribution<float> normal;
+    for (auto& layer : g)
+      for (auto& x : layer) x = 0.25f * normal(rng);
+    // the reference in slot 0, the loop on one and on two threads in slot 1 of their ledgers
+    std::vector<std::unique_ptr<rwd::cpu::ledger>> books;
+    for (int k = 0; k < 3; ++k) books.push_back(std::make_unique<rwd::cpu::ledger>(t, 2 * elements, std::vector<rwd::rational>{{n, d}}));
+    std::vector<std::vector<std::int64_t>> s(3, start);
+    std::vector<std::vector<float>> shadow(3, std::vector<float>(elements));
+    const rwd::cpu::exact_ratio a(n, d, *books[0]);
+    auto run = [&](bool forward, int layer) {
+      reference_layer(s[0], g[static_cast<std::size_t>(layer)], shadow[0], fp, a, *books[0], 0, forward);
+      for (int k = 1; k < 3; ++k)
+        CHECK(rwd::cpu::scale_add_exact(s[k].data(), g[static_cast<std::size_t>(layer)].data(), shadow[k].data(), elements, fp, a,
+                                        *books[static_cast<std::size_t>(k)], elements, forward, k));
+    };
+    bool same = true;
+    for (int layer = 0; layer < depth; ++layer) {
+      run(true, layer);
+      same = same && s[1] == s[0] && s[2] == s[0] && shadow[1] == shadow[0] && shadow[2] == shadow[0];
+    }
+    CAPTURE(n);
+    CAPTURE(d);
+    CHECK(same);
+    CHECK(books[1]->planes() == books[0]->planes());
+    if (std::log2(static_cast<double>(d) / static_cast<double>(n)) * depth > 16) CHECK(books[1]->planes() > 0);
+    for (int layer = depth; layer-- > 0;) {
+      run(false, layer);
+      same = same && s[1] == s[0] && s[2] == s[0];
+    }
+    CHECK(same);
+    for (int k = 0; k < 3; ++k) {
+      CHECK(s[static_cast<std::size_t>(k)] == start);
+      CHECK(books[static_cast<std::size_t>(k)]->empty());
+    }
+  }
+}
+
+TEST_CASE("ledger: a grow spills once per 16 bits of growth, not back and forth") {
+  // 9/10 grows 0.152 bits a layer: 16 bits take about 105 layers, so 1000 layers of one element
+  // move about 9 words to the stack. Each move is one plane's worth of height; count them.
+  rwd::cpu::memory_tracker t;
+  rwd::cpu::ledger l(t, 1, {rwd::rational{9, 10}});
+  const rwd::cpu::exact_ratio a(9, 10, l);
+  std::int64_t s = 123456789, moves = 0;
+  std::size_t height = 0;
+  for (int k = 0; k < 1000; ++k) {
+    s = rwd::cpu::multiply_exact(s, a, l, 0) + 1000;
+    const auto now = static_cast<std::size_t>(l.heights()[0]);
+    moves += now != height;
+    height = now;
+  }
+  CHECK(height == 9);
+  CHECK(moves == 9);  // never a word out and back in the same layer or the next
+}
+
+TEST_CASE("ledger: coefficients it cannot hold are refused") {
+  rwd::cpu::memory_tracker t;
+  CHECK_THROWS_WITH_AS(rwd::cpu::ledger(t, 1, {rwd::rational{-1, 2}}), doctest::Contains("positive"), rwd::error);
+  CHECK_THROWS_WITH_AS(rwd::cpu::ledger(t, 1, {rwd::rational{1, 70000}}), doctest::Contains("at most 65536"), rwd::error);
+  CHECK_THROWS_WITH_AS(rwd::cpu::ledger(t, 1, {rwd::rational{65521, 65536}, rwd::rational{65519, 65535}}), doctest::Contains("2^36"),
+                       rwd::error);
+}
+
+TEST_CASE("fixed point: the loops report a value out of range instead of wrapping") {
+  rwd::cpu::memory_tracker t;
+  rwd::cpu::ledger l(t, 4, {rwd::rational{9, 10}});
+  const rwd::cpu::exact_ratio a(9, 10, l);
+  const auto fp = rwd::cpu::fixed_point::of(40);  // range +-2^11
+  std::vector<std::int64_t> s(4, 0);
+  std::vector<float> shadow(4);
+  CHECK(rwd::cpu::scale_add_exact(s.data(), std::vector<float>{1, 2, 3, 4}.data(), shadow.data(), 4, fp, a, l, 0, true, 1));
+  CHECK_FALSE(rwd::cpu::scale_add_exact(s.data(), std::vector<float>{1, 5000, 3, 4}.data(), shadow.data(), 4, fp, a, l, 0, true, 1));
+  CHECK_FALSE(rwd::cpu::add_exact(s.data(), std::vector<float>{0, 0, NAN, 0}.data(), shadow.data(), 4, fp, true, 1));
+  CHECK(rwd::cpu::add_exact(s.data(), std::vector<float>{0, 0, 1, 0}.data(), shadow.data(), 4, fp, true, 1));
+  std::vector<std::int64_t> near(4, static_cast<std::int64_t>(0x1p51) - 1);
+  CHECK_FALSE(rwd::cpu::add_exact(near.data(), std::vector<float>{0, 0, 0, 1}.data(), shadow.data(), 4, fp, true, 1));
 }

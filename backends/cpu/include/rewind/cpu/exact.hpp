@@ -8,16 +8,23 @@
 //                           s = s*n + (pop a digit in base n)
 //   rewind   the mirror:    t = s mod n, s = floor(s / n);          push t in base n;
 //                           s = s*d + (pop a digit in base d)
-// The ledger of an element is a mixed-radix number kept as in rANS: a head x below 2^16 L (L a
-// multiple of every base, at most 2^36: x stays an exact double) and a stack of 16-bit words.
-// Pushing a digit in base b first moves x's low 16 bits to the stack when x >= 2^16 L / b;
-// popping moves a word back when x falls below L and the stack is not empty. Each push is undone
-// by the pop in the same base and vice versa, so the rewind restores every bit, and every
-// operation costs the same whatever the depth (the divisions by n and d are multiplications by a
-// reciprocal, corrected to the exact quotient). The ledger grows by about log2(d/n) bits per
-// multiplication (0.152 at 9/10); the stack is stored word-major (plane p holds word p of every
-// element) and planes are added as any element needs them, so any depth works. A rewind returns
-// every ledger to its start.
+// The ledger of an element is a mixed-radix number kept as in rANS: a head x and a stack of
+// 16-bit words. Writing B >= b for the larger and the smaller of n and d, the ledger's two
+// operations are
+//   grow   (absorbs a digit r < B, gives a digit < b):  x -> x B + r = q b + r';  x <- q
+//   shrink (its inverse):                               x -> x b + r' = q B + r;  x <- q
+// The forward of n/d < 1 grows the ledger (its rewind shrinks it); n/d > 1 the other way round.
+// The head stays below 2^16 L (L a multiple of every B with 2^16 L b < 2^52: all of it exact in a
+// double) and, while the stack holds words, at least L: a grow whose result would pass 2^16 L
+// first moves x's low 16 bits to the stack (when x >= T = 2^16 L b / B), and a shrink whose
+// result falls below L takes them back. Since a grow that spilled leaves a head below L and one
+// that did not leaves one at least L, each operation is undone exactly by the other, and the
+// decision is made once per 16 bits of growth (a separate push and pop would move words back and
+// forth for about log2(b) of every 16 bits). Every operation costs the same whatever the depth:
+// the divisions are multiplications by a reciprocal corrected to the exact quotient. The ledger
+// grows by log2(d/n) bits per multiplication (0.152 at 9/10); the stack is stored word-major
+// (plane p holds word p of every element) and planes are added as any element needs them, so any
+// depth works. A rewind returns every ledger to its start.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +32,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -35,13 +43,17 @@
 
 namespace rwd::cpu {
 
-/// Floor division with a remainder in [0, b) for |x| < 2^53, through a double reciprocal of b:
-/// the truncated estimate is off by at most two, and corrected to exact (no libm call).
+/// Floor division with a remainder in [0, b) for |x| < 2^53, through a double reciprocal of b,
+/// without a branch (the loops below vectorise it). x * inv_b is within 2/b of x / b, so the floor
+/// of the estimate is off by at most one, and one correction either way makes it exact.
 inline void divmod_small(std::int64_t x, std::int64_t b, double inv_b, std::int64_t& q, std::int64_t& r) {
-  q = static_cast<std::int64_t>(static_cast<double>(x) * inv_b);
+  const double e = static_cast<double>(x) * inv_b;
+  q = static_cast<std::int64_t>(e);              // truncated ...
+  q -= static_cast<std::int64_t>(e < static_cast<double>(q));  // ... to the floor
   r = x - q * b;
-  while (r < 0) r += b, q -= 1;
-  while (r >= b) r -= b, q += 1;
+  const std::int64_t down = r < 0, up = r >= b;
+  q += up - down;
+  r += (down - up) * b;
 }
 
 /// floor division with a remainder in [0, d): s = q*d + r (|s| < 2^53).
@@ -49,51 +61,61 @@ inline void floor_divmod(std::int64_t s, std::int64_t d, std::int64_t& q, std::i
   divmod_small(s, d, 1.0 / static_cast<double>(d), q, r);
 }
 
-/// One ledger per element: a head below 2^16 L and a stack of 16-bit words (see the top). Loops
-/// on several threads may push and pop different elements at once: a new plane of words is added
-/// under a lock, the moment some element needs it (not before: the peak holds no spare plane).
+class ledger;
+
+/// A coefficient n/d (both positive, at most 2^16) with what its multiplications need, computed
+/// once for a whole loop: the ledger's bases B = max(n, d) and b = min(n, d), their reciprocals,
+/// and the head at which a grow spills.
+struct exact_ratio {
+  std::int64_t n = 1, d = 1;
+  std::int64_t big = 1, small = 1;  // B, b
+  double inv_n = 1, inv_d = 1, inv_big = 1, inv_small = 1;
+  std::int64_t spill_from = 0;  // T = 2^16 L b / B
+  std::int64_t low = 1;         // L
+  bool forward_grows = true;    // n <= d: the forward grows the ledger
+  exact_ratio(std::int64_t n_, std::int64_t d_, const ledger& l);
+};
+
+/// One ledger per element: a head and a stack of 16-bit words (see the top). Loops on several
+/// threads may work on different elements at once: a new plane of words is added under a lock,
+/// the moment some element needs it (not before: the peak holds no spare plane).
 class ledger {
  public:
   static constexpr std::int64_t max_base = std::int64_t{1} << 16;
   static constexpr std::size_t max_planes = std::size_t{1} << 14;  // 2^18 bits per element
-  /// `bases`: a common multiple of every base that will be pushed or popped (n and d of every
-  /// coefficient), at most 2^32.
-  ledger(memory_tracker& t, std::size_t elements, std::int64_t bases)
-      : tracker_(&t), low_(bases * ((std::int64_t{1} << 36) / std::max<std::int64_t>(bases, 1))), head_(t, elements),
-        height_(elements, 0), plane_at_(max_planes, nullptr) {
-    if (bases < 1 || bases > (std::int64_t{1} << 32))
-      throw error("rewind: exact mode: the coefficients' numerators and denominators need a common multiple below 2^32");
+  /// `ratios`: every coefficient n/d that will multiply an element (n, d in [1, 2^16]).
+  ledger(memory_tracker& t, std::size_t elements, const std::vector<rational>& ratios)
+      : tracker_(&t), low_(low_for(ratios)), head_(t, elements), height_(elements, 0), plane_at_(max_planes, nullptr) {
     std::fill_n(head_.data(), elements, low_);
     owned_.reserve(max_planes);
   }
   ledger(const ledger&) = delete;
   ledger& operator=(const ledger&) = delete;
 
-  /// Where a push in base b first makes room: (L / b) 2^16 (computed once per loop, not per element).
-  std::int64_t room_limit(std::int64_t b) const { return (low_ / b) << 16; }
-
-  /// Appends the digit (< b) in base b to element i's number.
-  void push(std::size_t i, std::int64_t b, std::int64_t digit) { push(i, b, digit, room_limit(b)); }
-  void push(std::size_t i, std::int64_t b, std::int64_t digit, std::int64_t limit) {
+  /// Element i's number x becomes x B + r (r < B); returns x B + r mod b and keeps the quotient.
+  std::int64_t grow(std::size_t i, const exact_ratio& a, std::int64_t r) {
     std::int64_t x = head_[i];
-    if (x >= limit) {  // make room: the low 16 bits go to the stack
+    if (x >= a.spill_from) {  // the result would pass 2^16 L: the low 16 bits go to the stack
       const std::uint32_t h = height_[i];
       plane(h)[i] = static_cast<std::uint16_t>(x & 0xffff);
       height_[i] = h + 1;
       x >>= 16;
     }
-    head_[i] = x * b + digit;
+    std::int64_t q, r2;
+    divmod_small(x * a.big + r, a.small, a.inv_small, q, r2);
+    head_[i] = q;
+    return r2;
   }
-  /// Takes element i's last digit in base b (the inverse of push in base b).
-  std::int64_t pop(std::size_t i, std::int64_t b, double inv_b) {
-    std::int64_t q, r;
-    divmod_small(head_[i], b, inv_b, q, r);
-    if (q < low_ && height_[i] > 0) {  // refill from the stack
+  /// The inverse of grow: x becomes x b + r (r < b); returns x b + r mod B and keeps the quotient.
+  std::int64_t shrink(std::size_t i, const exact_ratio& a, std::int64_t r) {
+    std::int64_t q, r2;
+    divmod_small(head_[i] * a.small + r, a.big, a.inv_big, q, r2);
+    if (q < low_ && height_[i] > 0) {  // the grow spilled here: take the word back
       const std::uint32_t h = --height_[i];
       q = (q << 16) | plane_at_[h][i];  // a plane below an element's height exists
     }
     head_[i] = q;
-    return r;
+    return r2;
   }
 
   /// After a loop on threads: raises the error that the loop could not (the ledger is full).
@@ -115,12 +137,36 @@ class ledger {
       bits += 16.0 * height_[i] + std::log2(static_cast<double>(head_[i]) / static_cast<double>(low_));
     return bits;
   }
+  /// For the vectorised loops (scale_add_exact): L, the heads and the stacks' heights.
+  std::int64_t low() const { return low_; }
+  std::int64_t* heads() { return head_.data(); }
+  const std::uint32_t* heights() const { return height_.data(); }
   /// Planes of the stack allocated (each one 16-bit word per element), and the bytes of the whole
   /// ledger (heads and planes).
   std::size_t planes() const { return count_.load(); }
   std::size_t bytes() const { return height_.size() * (sizeof(std::int64_t) + planes() * sizeof(std::uint16_t)); }
 
  private:
+  /// L: a multiple of every ratio's B, as large as 2^16 L b < 2^52 allows for every b.
+  static std::int64_t low_for(const std::vector<rational>& ratios) {
+    std::int64_t bigs = 1, smalls = 1;
+    for (const rational& a : ratios) {
+      if (a.num < 1 || a.den < 1 || a.num > max_base || a.den > max_base)
+        throw error("rewind: exact mode: a coefficient " + std::to_string(a.num) + "/" + std::to_string(a.den) +
+                    " needs a positive numerator and denominator of at most 65536");
+      bigs = std::lcm(bigs, static_cast<std::int64_t>(std::max(a.num, a.den)));
+      smalls = std::max(smalls, static_cast<std::int64_t>(std::min(a.num, a.den)));
+      if (bigs > (std::int64_t{1} << 36))
+        throw error("rewind: exact mode: the coefficients' larger terms need a common multiple below 2^36");
+    }
+    const std::int64_t room = (std::int64_t{1} << 36) / smalls;  // L b <= 2^36
+    if (bigs > room)
+      throw error("rewind: exact mode: the coefficients' terms are too large together (a common multiple of the larger "
+                  "ones, " + std::to_string(bigs) + ", times the largest smaller one, " + std::to_string(smalls) +
+                  ", must stay below 2^36)");
+    return bigs * (room / bigs);
+  }
+
   std::uint16_t* plane(std::size_t h) {
     if (h < count_.load(std::memory_order_acquire)) [[likely]] return plane_at_[h];
     std::uint16_t* p = nullptr;
@@ -154,36 +200,157 @@ class ledger {
   buffer<std::uint16_t> overflow_;
 };
 
-/// A coefficient n/d with what its multiplications need precomputed once for a whole loop.
-struct exact_ratio {
-  std::int64_t n = 1, d = 1;
-  double inv_n = 1, inv_d = 1;
-  std::int64_t limit_n = 0, limit_d = 0;  // ledger::room_limit of each base
-  exact_ratio(std::int64_t n_, std::int64_t d_, const ledger& l)
-      : n(n_), d(d_), inv_n(1.0 / static_cast<double>(n_)), inv_d(1.0 / static_cast<double>(d_)), limit_n(l.room_limit(n_)),
-        limit_d(l.room_limit(d_)) {}
-};
+inline exact_ratio::exact_ratio(std::int64_t n_, std::int64_t d_, const ledger& l)
+    : n(n_), d(d_), big(std::max(n_, d_)), small(std::min(n_, d_)), inv_n(1.0 / static_cast<double>(n_)),
+      inv_d(1.0 / static_cast<double>(d_)), inv_big(1.0 / static_cast<double>(big)), inv_small(1.0 / static_cast<double>(small)),
+      spill_from((l.low() / big) * small << 16), low(l.low()), forward_grows(n_ <= d_) {
+  if (n_ < 1 || d_ < 1 || l.low() % big != 0)
+    throw error("rewind: exact mode: the coefficient " + std::to_string(n_) + "/" + std::to_string(d_) +
+                " is not positive or was not given to the ledger");
+}
 
-/// s -> (n/d) s exactly, the information that does not fit pushed into the ledger (n, d <= 2^16;
-/// |s| and |s n / d| below 2^51, the fixed-point range the model checks).
+/// s -> (n/d) s exactly, the information that does not fit kept in element i's ledger (|s| and
+/// |s n / d| below 2^51, the fixed-point range the model checks).
 inline std::int64_t multiply_exact(std::int64_t s, const exact_ratio& a, ledger& l, std::size_t i) {
   std::int64_t q, r;
-  divmod_small(s, a.d, a.inv_d, q, r);
-  l.push(i, a.d, r, a.limit_d);
-  return q * a.n + l.pop(i, a.n, a.inv_n);
+  divmod_small(s, a.d, a.inv_d, q, r);  // r < d
+  return q * a.n + (a.forward_grows ? l.grow(i, a, r) : l.shrink(i, a, r));  // a digit < n
 }
 /// The inverse of multiply_exact: s -> (d/n) s, taking back what the ledger holds.
 inline std::int64_t divide_exact(std::int64_t s, const exact_ratio& a, ledger& l, std::size_t i) {
   std::int64_t q, t;
-  divmod_small(s, a.n, a.inv_n, q, t);
-  l.push(i, a.n, t, a.limit_n);
-  return q * a.d + l.pop(i, a.d, a.inv_d);
+  divmod_small(s, a.n, a.inv_n, q, t);  // t < n
+  return q * a.d + (a.forward_grows ? l.shrink(i, a, t) : l.grow(i, a, t));  // a digit < d
 }
 inline std::int64_t multiply_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
   return multiply_exact(s, exact_ratio(n, d, l), l, i);
 }
 inline std::int64_t divide_exact(std::int64_t s, std::int64_t n, std::int64_t d, ledger& l, std::size_t i) {
   return divide_exact(s, exact_ratio(n, d, l), l, i);
+}
+
+/// A fixed point with F fractional bits: x is held as round(x 2^F) in an int64 below 2^51 in
+/// magnitude (so that sums of two and the ledger's arithmetic stay exact in a double).
+struct fixed_point {
+  static constexpr double limit = 0x1p51;
+  int bits = 32;
+  double scale = 0x1p32, unit = 0x1p-32;  // 2^F, 2^-F
+  static fixed_point of(int bits) {
+    if (bits < 0 || bits > 51) throw error("rewind: exact_fraction_bits is in [0, 51], not " + std::to_string(bits));
+    return {bits, std::ldexp(1.0, bits), std::ldexp(1.0, -bits)};
+  }
+  /// x rounded to nearest even, without a branch (the loops below vectorise it): adding and
+  /// subtracting 1.5 * 2^52 rounds a double below 2^51 to an integer in one exact step. A value
+  /// out of range (NaN too) sets `out` to 1 and gives 0.
+  std::int64_t round(double x, std::int64_t& out) const {
+    constexpr double magic = 0x1.8p52;
+    double scaled = x * scale;
+    out = !(std::abs(scaled) < limit);
+    scaled = out ? 0.0 : scaled;
+    return static_cast<std::int64_t>((scaled + magic) - magic);
+  }
+  static std::int64_t outside(std::int64_t v) {
+    constexpr auto bound = static_cast<std::int64_t>(limit);
+    return v >= bound || v <= -bound;
+  }
+  template <class T>
+  T value(std::int64_t v) const {
+    return static_cast<T>(static_cast<double>(v) * unit);
+  }
+};
+
+namespace detail {
+// The loops below run on every thread in blocks (elements are independent, so the result does not
+// depend on the thread count); each block is one vectorised pass, plus a scalar pass over the
+// few elements whose ledger moves a word to or from its stack. Flags are int64 like the lanes.
+inline constexpr std::size_t exact_block = 512;
+inline constexpr std::size_t exact_parallel_from = 16384;
+}  // namespace detail
+
+/// s <- s + round(g) (forward) or s - round(g) (rewind) over `count` elements, with the float
+/// shadow of s written beside. Returns false when a value left the fixed-point range (the caller
+/// raises the error; a loop on several threads cannot).
+template <class T>
+bool add_exact(std::int64_t* __restrict s, const T* __restrict g, T* __restrict shadow, std::size_t count, fixed_point fp,
+               bool forward, int threads) {
+  const std::int64_t sign = forward ? 1 : -1;
+  const auto n = static_cast<std::ptrdiff_t>(count);
+  std::int64_t bad = 0;
+#pragma omp parallel for simd reduction(| : bad) num_threads(threads) if (count >= detail::exact_parallel_from)
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    std::int64_t out;
+    const std::int64_t v = s[i] + sign * fp.round(static_cast<double>(g[i]), out);
+    bad |= out | fixed_point::outside(v);
+    s[i] = v;
+    shadow[i] = fp.template value<T>(v);
+  }
+  return !bad;
+}
+
+/// s <- (n/d) s + round(g) (forward) or s <- (d/n) (s - round(g)) (rewind), exactly, the digits
+/// that do not fit kept in ledger elements first .. first + count. Returns false as add_exact.
+template <class T>
+bool scale_add_exact(std::int64_t* __restrict s, const T* __restrict g, T* __restrict shadow, std::size_t count,
+                     fixed_point fp, const exact_ratio& a, ledger& l, std::size_t first, bool forward, int threads) {
+  // s = q m + r with m = d (forward) or n (rewind, after subtracting g); the ledger grows or
+  // shrinks with r and gives the digit r'; s becomes q m' + r' (+ g) with m' the other term.
+  const std::int64_t m = forward ? a.d : a.n, m_out = forward ? a.n : a.d, add = forward;
+  const double inv_m = forward ? a.inv_d : a.inv_n;
+  const bool grows = forward == a.forward_grows;
+  const std::int64_t times = grows ? a.big : a.small, over = grows ? a.small : a.big;  // x <- (x times + r) / over
+  const double inv_over = grows ? a.inv_small : a.inv_big;
+  const std::int64_t spill_from = grows ? a.spill_from : std::numeric_limits<std::int64_t>::max();
+  const std::int64_t refill_below = grows ? 0 : a.low;
+  std::int64_t* __restrict head = l.heads() + first;
+  const std::uint32_t* __restrict height = l.heights() + first;
+  const auto blocks = static_cast<std::ptrdiff_t>((count + detail::exact_block - 1) / detail::exact_block);
+  std::int64_t bad = 0;
+#pragma omp parallel for reduction(| : bad) num_threads(threads) if (count >= detail::exact_parallel_from)
+  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
+    const std::size_t begin = static_cast<std::size_t>(k) * detail::exact_block;
+    const std::size_t len = std::min(count - begin, detail::exact_block);
+    std::int64_t* __restrict sb = s + begin;
+    std::int64_t* __restrict hb = head + begin;
+    const std::uint32_t* __restrict tb = height + begin;
+    const T* __restrict gb = g + begin;
+    T* __restrict shb = shadow + begin;
+    std::uint8_t later[detail::exact_block];  // the element's ledger moves a word: done after, in scalar
+    std::int64_t any_later = 0, block_bad = 0;
+#pragma omp simd reduction(| : block_bad, any_later)
+    for (std::size_t i = 0; i < len; ++i) {
+      std::int64_t g_out;
+      const std::int64_t G = fp.round(static_cast<double>(gb[i]), g_out);
+      const std::int64_t s0 = sb[i], x = hb[i];
+      std::int64_t q, r, x2, r2;
+      divmod_small(s0 - (1 - add) * G, m, inv_m, q, r);
+      const std::int64_t spills = x >= spill_from;
+      divmod_small((spills ? 0 : x) * times + r, over, inv_over, x2, r2);
+      const std::int64_t refills = (x2 < refill_below) & (tb[i] != 0);
+      const std::int64_t v = q * m_out + r2 + add * G;
+      const std::int64_t slow = spills | refills;
+      later[i] = static_cast<std::uint8_t>(slow);
+      any_later |= slow;
+      block_bad |= g_out | ((1 - slow) & fixed_point::outside(v));
+      hb[i] = slow ? x : x2;
+      sb[i] = slow ? s0 : v;
+      shb[i] = fp.template value<T>(v);
+    }
+    if (any_later) {
+      for (std::size_t i = 0; i < len; ++i) {
+        if (!later[i]) continue;
+        std::int64_t g_out;
+        const std::int64_t G = fp.round(static_cast<double>(gb[i]), g_out);
+        const std::int64_t v = forward ? multiply_exact(sb[i], a, l, first + begin + i) + G
+                                       : divide_exact(sb[i] - G, a, l, first + begin + i);
+        block_bad |= fixed_point::outside(v);
+        sb[i] = v;
+        shb[i] = fp.template value<T>(v);
+      }
+    }
+    bad |= block_bad;
+  }
+  l.settle();
+  return !bad;
 }
 
 /// The closest rational with a denominator of at most max_den (continued fractions): how a

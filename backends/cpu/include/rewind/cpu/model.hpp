@@ -80,8 +80,8 @@ class model {
     map_offset_ = arena.map_offset;
     per_layer_ = arena.per_layer;
     head_offset_ = arena.head;
-    radix_.fill(radix_of(o.exact_fraction_bits));
-    for (const auto& [name, bits] : o.exact_fraction_bits_of) radix_[state_index_of<State>(name)] = radix_of(bits);
+    radix_.fill(fixed_point::of(o.exact_fraction_bits));
+    for (const auto& [name, bits] : o.exact_fraction_bits_of) radix_[state_index_of<State>(name)] = fixed_point::of(bits);
     budget_ = rwd::budget<T>(Block{}, bindings);
     ledger_slot_ = compute_ledger_slots();  // skips updates whose alpha is data-dependent
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
@@ -488,7 +488,7 @@ class model {
   struct fixed_state {
     std::array<buffer<std::int64_t>, ns> s;
     ledger book;  // slots only for the state variables some update scales (ledger_slot_)
-    fixed_state(model& m) : book(m.tracker_, m.scaled_variables() * m.o_.width * m.o_.batch, m.ledger_bases()) {
+    fixed_state(model& m) : book(m.tracker_, m.scaled_variables() * m.o_.width * m.o_.batch, m.ledger_ratios()) {
       for (auto& b : s) {
         b = buffer<std::int64_t>(m.tracker_, m.o_.width * m.o_.batch);
         std::fill_n(b.data(), b.size(), std::int64_t{0});
@@ -518,22 +518,20 @@ class model {
     return n;
   }
 
-  /// A common multiple of the numerators and denominators of every scaling coefficient: the
-  /// ledger's bases.
-  std::int64_t ledger_bases() const {
-    std::int64_t bases = 1;
+  /// Every scaling coefficient of the block, exactly: what the ledger's arithmetic is sized for.
+  std::vector<rational> ledger_ratios() const {
+    std::vector<rational> ratios;
     hana::for_each(Block::updates(), [&](auto u) {
       using U = decltype(u);
       if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
         const rational a = exact_coefficient<U>();
-        if (a.num == a.den) return;
-        if (a.num > ledger::max_base || a.den > ledger::max_base)
+        if (a.num < 1 || a.num > ledger::max_base || a.den > ledger::max_base)
           throw error("rewind: exact mode: " + U::text() + ": alpha = " + std::to_string(a.num) + "/" + std::to_string(a.den) +
-                      " needs a numerator and denominator of at most 65536");
-        bases = std::lcm(std::lcm(bases, static_cast<std::int64_t>(a.num)), static_cast<std::int64_t>(a.den));
+                      " must be positive with a numerator and denominator of at most 65536");
+        if (a.num != a.den) ratios.push_back(a);
       }
     });
-    return bases;
+    return ratios;
   }
 
   /// alpha = n/d of update U, exactly: its rational constant, or its runtime value rationalised.
@@ -545,15 +543,6 @@ class model {
     else throw error("rewind: exact mode needs constant or runtime-scalar coefficients; " + U::text() + " computes alpha from the data");
   }
 
-  /// The fixed point of one state variable: F fractional bits.
-  struct radix {
-    int bits = 32;
-    double scale = 0x1p32, unit = 0x1p-32;  // 2^F, 2^-F
-  };
-  static radix radix_of(int bits) {
-    if (bits < 0 || bits > 51) throw error("rewind: exact_fraction_bits is in [0, 51], not " + std::to_string(bits));
-    return {bits, std::ldexp(1.0, bits), std::ldexp(1.0, -bits)};
-  }
   std::string variable_name(std::size_t k) const {
     std::string name;
     std::size_t j = 0;
@@ -563,30 +552,18 @@ class model {
     return name;
   }
 
-  /// x in state variable k's fixed point, rounded to nearest even: adding and subtracting
-  /// 1.5 * 2^52 rounds a double of magnitude below 2^51 to an integer in one exact, inline step.
+  /// x in state variable k's fixed point, or the error that names the value and the variable.
   std::int64_t to_fixed(double x, std::size_t k) const {
-    bool ok = true;
-    const std::int64_t v = fixed_or_flag(x, k, ok);
-    if (!ok) [[unlikely]]
+    std::int64_t out;
+    const std::int64_t v = radix_[k].round(x, out);
+    if (out) [[unlikely]]
       throw error("rewind: exact mode: a value of " + variable_name(k) + " (" + std::to_string(x) +
                   ") leaves the fixed-point range +-2^" + std::to_string(51 - radix_[k].bits) + " of " +
                   std::to_string(radix_[k].bits) +
                   " fractional bits (lower options.exact_fraction_bits or its entry in exact_fraction_bits_of, or scale the data)");
     return v;
   }
-  /// to_fixed without throwing (a loop on several threads cannot): clears ok, and gives 0, for a
-  /// value outside the range.
-  std::int64_t fixed_or_flag(double x, std::size_t k, bool& ok) const {
-    const double scaled = x * radix_[k].scale;
-    constexpr double limit = 0x1p51, magic = 0x1.8p52;
-    if (!(std::abs(scaled) < limit)) [[unlikely]] {
-      ok = false;
-      return 0;
-    }
-    return static_cast<std::int64_t>((scaled + magic) - magic);
-  }
-  T from_fixed(std::int64_t v, std::size_t k) const { return static_cast<T>(static_cast<double>(v) * radix_[k].unit); }
+  T from_fixed(std::int64_t v, std::size_t k) const { return radix_[k].template value<T>(v); }
 
   /// One update in fixed point, forward (s <- alpha*s + round(g)) or rewound.
   /// Does the exact update need a buffer for g, or is g already one (a variable, a map call)?
@@ -617,38 +594,12 @@ class model {
     const rational a = exact_coefficient<U>();
     const bool scales = !(a.num == 1 && a.den == 1);
     constexpr std::size_t t = Layout::template state_index<typename U::target>;
-    const std::size_t slot = ledger_slot_[t];
     std::int64_t* s = fx.s[t].data();
     T* shadow = st.s[t].data();
-    constexpr std::int64_t bound = std::int64_t{1} << 51;
-    const auto count = static_cast<std::ptrdiff_t>(wb);
-    bool in_range = true;  // elements are independent: the loops run on every thread (OpenMP)
-    if (!scales) {  // alpha = 1: a tight loop, s +- round(g)
-#pragma omp parallel for reduction(&& : in_range) num_threads(Eigen::nbThreads()) if (wb >= 16384)
-      for (std::ptrdiff_t i = 0; i < count; ++i) {
-        bool ok = true;
-        const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), t, ok);
-        const std::int64_t v = forward ? s[i] + G : s[i] - G;
-        in_range = in_range && ok && v < bound && v > -bound;
-        s[i] = v;
-        shadow[i] = from_fixed(v, t);
-      }
-    } else {
-      const exact_ratio ratio(a.num, a.den, fx.book);
-#pragma omp parallel for reduction(&& : in_range) num_threads(Eigen::nbThreads()) if (wb >= 16384)
-      for (std::ptrdiff_t i = 0; i < count; ++i) {
-        bool ok = true;
-        const std::int64_t G = fixed_or_flag(static_cast<double>(g[i]), t, ok);
-        const std::size_t at = slot * wb + static_cast<std::size_t>(i);
-        std::int64_t v = s[i];
-        if (forward) v = multiply_exact(v, ratio, fx.book, at) + G;
-        else v = divide_exact(v - G, ratio, fx.book, at);
-        in_range = in_range && ok && v < bound && v > -bound;
-        s[i] = v;
-        shadow[i] = from_fixed(v, t);
-      }
-      fx.book.settle();
-    }
+    const int threads = Eigen::nbThreads();
+    const bool in_range = scales ? scale_add_exact(s, g, shadow, wb, radix_[t], exact_ratio(a.num, a.den, fx.book), fx.book,
+                                                   ledger_slot_[t] * wb, forward, threads)
+                                 : add_exact(s, g, shadow, wb, radix_[t], forward, threads);
     if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
       for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(g[i]), t);
       for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
@@ -753,7 +704,7 @@ class model {
   std::size_t input_ = 0, output_ = 0;
   std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset_{};
   std::size_t per_layer_ = 0, head_offset_ = 0, segment_ = 1;
-  std::array<radix, ns> radix_{};  // mode::exact: each state variable's fixed point
+  std::array<fixed_point, ns> radix_{};  // mode::exact: each state variable's fixed point
   budget_report budget_;
   std::array<std::size_t, ns> ledger_slot_{};
   std::vector<T> params_, grads_, input_grad_;
