@@ -16,7 +16,7 @@ mkdir -p "$OUT" "$BUILD"
 [ -d "$DEPS" ] || DEPS=/usr/include  # on the development machine the packages are installed
 INC="-Idsl/include -Ibackends/cpu/include -Ibackends/cuda/include -I$DEPS -isystem $DEPS/eigen3 -isystem /usr/include/eigen3"
 NVCC="nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=[sm_90,compute_90] $INC"
-CXX="g++ -std=c++20 -O3 -fopenmp $INC"
+CXX="g++ -std=c++20 -O3 -march=native -fopenmp $INC"
 LINK="nvcc -Xcompiler -fopenmp -lcublas"
 { nvidia-smi || echo "nvidia-smi: not found"; nvcc --version | tail -2; g++ --version | head -1; } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
