@@ -6,6 +6,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <rewind/cpu.hpp>
 #include <vector>
 
@@ -105,6 +106,11 @@ void reference_layer(std::vector<std::int64_t>& s, const std::vector<float>& g, 
 }  // namespace
 
 TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread or two, blocks partial, slots offset") {
+#ifdef REWIND_EXACT_DISPATCH  // a build for any x86-64: the AVX-512 copy where the CPU has it, and the plain one
+  const bool wide = rwd::cpu::detail::exact_avx512;
+  SUBCASE("the loops the CPU is given") {}
+  SUBCASE("the loops for any x86-64") { rwd::cpu::detail::exact_avx512 = false; }
+#endif
   rwd::cpu::memory_tracker t;
   const std::size_t elements = 20000 + 77;  // past the threaded size, the last block partial
   const auto fp = rwd::cpu::fixed_point::of(30);
@@ -150,7 +156,21 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread o
       CHECK(books[static_cast<std::size_t>(k)]->empty());
     }
   }
+#ifdef REWIND_EXACT_DISPATCH
+  rwd::cpu::detail::exact_avx512 = wide;
+#endif
 }
+
+#ifdef REWIND_TEST_PORTABLE
+TEST_CASE("exact: a build for any x86-64 carries an AVX-512 copy of its loops") {
+#ifndef REWIND_EXACT_DISPATCH
+  FAIL("rewind/cpu/exact.hpp compiled no AVX-512 copy of the exact mode's loops");
+#else
+  const std::string copy = rwd::cpu::detail::exact_avx512 ? "AVX-512" : "plain x86-64";
+  MESSAGE("this CPU runs the " << copy << " copy");
+#endif
+}
+#endif
 
 TEST_CASE("ledger: a grow spills once per 16 bits of growth, not back and forth") {
   // 9/10 grows 0.152 bits a layer: 16 bits take about 105 layers, so 1000 layers of one element

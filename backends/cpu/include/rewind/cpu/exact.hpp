@@ -4,10 +4,10 @@
 // output is exact when the output is rounded to fixed point the same way in the forward and in
 // the rewind (the map is evaluated in float from the same fixed-point state, deterministically).
 // Multiplying by a rational n/d is made invertible by an information ledger:
-//   forward  s -> (n/d) s:  r = s mod d (floor), s = floor(s / d);  push r in base d;
-//                           s = s*n + (pop a digit in base n)
-//   rewind   the mirror:    t = s mod n, s = floor(s / n);          push t in base n;
-//                           s = s*d + (pop a digit in base d)
+//   forward  s -> (n/d) s:  r = s mod d (floor), s = floor(s / d);  the ledger takes r (< d)
+//                           and gives back a digit r' < n;  s = s*n + r'
+//   rewind   the mirror:    t = s mod n, s = floor(s / n);  the ledger takes t (< n) and gives
+//                           back the r of the forward;  s = s*d + r
 // The ledger of an element is a mixed-radix number kept as in rANS: a head x and a stack of
 // 16-bit words. Writing B >= b for the larger and the smaller of n and d, the ledger's two
 // operations are
@@ -265,24 +265,51 @@ namespace detail {
 // few elements whose ledger moves a word to or from its stack. Flags are int64 like the lanes.
 inline constexpr std::size_t exact_block = 512;
 inline constexpr std::size_t exact_parallel_from = 16384;
+
+/// What one scale_add_exact call's elements share: s = q m + r; the ledger's x <- (x times + r)
+/// / over, spilling from spill_from and refilling below refill_below; s <- q m_out + r' (+ g).
+struct scale_step {
+  std::int64_t m, m_out, add, times, over, spill_from, refill_below;
+  double inv_m, inv_over;
+};
+
+namespace generic {
+#include "exact_blocks.inc"
+}  // namespace generic
+
+// An application built for any x86-64 (no -march) still gets the vectorised blocks on a CPU with
+// AVX-512: the same kernels are compiled a second time for it, and chosen once at run time.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__AVX512DQ__) && !defined(__CUDACC__)
+#define REWIND_EXACT_DISPATCH 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw")
+namespace avx512 {
+#include "exact_blocks.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+/// Whether the blocks run their AVX-512 copy (the CPU has it; a test turns it off).
+inline bool exact_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+#endif
 }  // namespace detail
 
 /// s <- s + round(g) (forward) or s - round(g) (rewind) over `count` elements, with the float
 /// shadow of s written beside. Returns false when a value left the fixed-point range (the caller
 /// raises the error; a loop on several threads cannot).
 template <class T>
-bool add_exact(std::int64_t* __restrict s, const T* __restrict g, T* __restrict shadow, std::size_t count, fixed_point fp,
-               bool forward, int threads) {
+bool add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
   const std::int64_t sign = forward ? 1 : -1;
-  const auto n = static_cast<std::ptrdiff_t>(count);
+  const auto blocks = static_cast<std::ptrdiff_t>((count + detail::exact_block - 1) / detail::exact_block);
   std::int64_t bad = 0;
-#pragma omp parallel for simd reduction(| : bad) num_threads(threads) if (count >= detail::exact_parallel_from)
-  for (std::ptrdiff_t i = 0; i < n; ++i) {
-    std::int64_t out;
-    const std::int64_t v = s[i] + sign * fp.round(static_cast<double>(g[i]), out);
-    bad |= out | fixed_point::outside(v);
-    s[i] = v;
-    shadow[i] = fp.template value<T>(v);
+#pragma omp parallel for reduction(| : bad) num_threads(threads) if (count >= detail::exact_parallel_from)
+  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
+    const std::size_t begin = static_cast<std::size_t>(k) * detail::exact_block;
+    const std::size_t len = std::min(count - begin, detail::exact_block);
+#ifdef REWIND_EXACT_DISPATCH
+    if (detail::exact_avx512) bad |= detail::avx512::add_block(s + begin, g + begin, shadow + begin, len, fp, sign);
+    else
+#endif
+      bad |= detail::generic::add_block(s + begin, g + begin, shadow + begin, len, fp, sign);
   }
   return !bad;
 }
@@ -290,64 +317,47 @@ bool add_exact(std::int64_t* __restrict s, const T* __restrict g, T* __restrict 
 /// s <- (n/d) s + round(g) (forward) or s <- (d/n) (s - round(g)) (rewind), exactly, the digits
 /// that do not fit kept in ledger elements first .. first + count. Returns false as add_exact.
 template <class T>
-bool scale_add_exact(std::int64_t* __restrict s, const T* __restrict g, T* __restrict shadow, std::size_t count,
-                     fixed_point fp, const exact_ratio& a, ledger& l, std::size_t first, bool forward, int threads) {
+bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_point fp, const exact_ratio& a, ledger& l,
+                     std::size_t first, bool forward, int threads) {
   // s = q m + r with m = d (forward) or n (rewind, after subtracting g); the ledger grows or
   // shrinks with r and gives the digit r'; s becomes q m' + r' (+ g) with m' the other term.
-  const std::int64_t m = forward ? a.d : a.n, m_out = forward ? a.n : a.d, add = forward;
-  const double inv_m = forward ? a.inv_d : a.inv_n;
   const bool grows = forward == a.forward_grows;
-  const std::int64_t times = grows ? a.big : a.small, over = grows ? a.small : a.big;  // x <- (x times + r) / over
-  const double inv_over = grows ? a.inv_small : a.inv_big;
-  const std::int64_t spill_from = grows ? a.spill_from : std::numeric_limits<std::int64_t>::max();
-  const std::int64_t refill_below = grows ? 0 : a.low;
-  std::int64_t* __restrict head = l.heads() + first;
-  const std::uint32_t* __restrict height = l.heights() + first;
+  const detail::scale_step c{.m = forward ? a.d : a.n,
+                             .m_out = forward ? a.n : a.d,
+                             .add = forward,
+                             .times = grows ? a.big : a.small,
+                             .over = grows ? a.small : a.big,
+                             .spill_from = grows ? a.spill_from : std::numeric_limits<std::int64_t>::max(),
+                             .refill_below = grows ? 0 : a.low,
+                             .inv_m = forward ? a.inv_d : a.inv_n,
+                             .inv_over = grows ? a.inv_small : a.inv_big};
+  std::int64_t* head = l.heads() + first;
+  const std::uint32_t* height = l.heights() + first;
   const auto blocks = static_cast<std::ptrdiff_t>((count + detail::exact_block - 1) / detail::exact_block);
   std::int64_t bad = 0;
 #pragma omp parallel for reduction(| : bad) num_threads(threads) if (count >= detail::exact_parallel_from)
   for (std::ptrdiff_t k = 0; k < blocks; ++k) {
     const std::size_t begin = static_cast<std::size_t>(k) * detail::exact_block;
     const std::size_t len = std::min(count - begin, detail::exact_block);
-    std::int64_t* __restrict sb = s + begin;
-    std::int64_t* __restrict hb = head + begin;
-    const std::uint32_t* __restrict tb = height + begin;
-    const T* __restrict gb = g + begin;
-    T* __restrict shb = shadow + begin;
     std::uint8_t later[detail::exact_block];  // the element's ledger moves a word: done after, in scalar
-    std::int64_t any_later = 0, block_bad = 0;
-#pragma omp simd reduction(| : block_bad, any_later)
+    std::int64_t any_later = 0;
+#ifdef REWIND_EXACT_DISPATCH
+    if (detail::exact_avx512)
+      bad |= detail::avx512::scale_block(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
+    else
+#endif
+      bad |= detail::generic::scale_block(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
+    if (!any_later) continue;
     for (std::size_t i = 0; i < len; ++i) {
+      if (!later[i]) continue;
+      const std::size_t at = begin + i;
       std::int64_t g_out;
-      const std::int64_t G = fp.round(static_cast<double>(gb[i]), g_out);
-      const std::int64_t s0 = sb[i], x = hb[i];
-      std::int64_t q, r, x2, r2;
-      divmod_small(s0 - (1 - add) * G, m, inv_m, q, r);
-      const std::int64_t spills = x >= spill_from;
-      divmod_small((spills ? 0 : x) * times + r, over, inv_over, x2, r2);
-      const std::int64_t refills = (x2 < refill_below) & (tb[i] != 0);
-      const std::int64_t v = q * m_out + r2 + add * G;
-      const std::int64_t slow = spills | refills;
-      later[i] = static_cast<std::uint8_t>(slow);
-      any_later |= slow;
-      block_bad |= g_out | ((1 - slow) & fixed_point::outside(v));
-      hb[i] = slow ? x : x2;
-      sb[i] = slow ? s0 : v;
-      shb[i] = fp.template value<T>(v);
+      const std::int64_t G = fp.round(static_cast<double>(g[at]), g_out);
+      const std::int64_t v = forward ? multiply_exact(s[at], a, l, first + at) + G : divide_exact(s[at] - G, a, l, first + at);
+      bad |= fixed_point::outside(v);
+      s[at] = v;
+      shadow[at] = fp.template value<T>(v);
     }
-    if (any_later) {
-      for (std::size_t i = 0; i < len; ++i) {
-        if (!later[i]) continue;
-        std::int64_t g_out;
-        const std::int64_t G = fp.round(static_cast<double>(gb[i]), g_out);
-        const std::int64_t v = forward ? multiply_exact(sb[i], a, l, first + begin + i) + G
-                                       : divide_exact(sb[i] - G, a, l, first + begin + i);
-        block_bad |= fixed_point::outside(v);
-        sb[i] = v;
-        shb[i] = fp.template value<T>(v);
-      }
-    }
-    bad |= block_bad;
   }
   l.settle();
   return !bad;

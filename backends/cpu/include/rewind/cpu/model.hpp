@@ -603,6 +603,7 @@ class model {
     if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
       for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(g[i]), t);
       for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
+      throw error("rewind: exact mode: a value of " + variable_name(t) + " left the fixed-point range");  // not reached
     }
     if (with_adjoint) {
       uf.place_steps(steps, o_.width, o_.batch);
