@@ -118,7 +118,8 @@ std::string explain(Block b, const env& bindings = {}, std::string_view title = 
   if (const double bits = exact_ledger_bits(b, bindings); bits > 0)
     out += "exact rewind (policy::exact): the ledger gains " + detail::format_double(bits, 4) +
            " bits per element per layer: " + detail::format_double(bits * 1024 / 8, 5) +
-           " bytes per element at depth 1024\n";
+           " bytes per element at depth 1024, held in at most " + std::to_string(8 + 2 * exact_ledger_words(bits, 1024)) +
+           " (an 8-byte head and 16-bit words)\n";
   return out;
 }
 

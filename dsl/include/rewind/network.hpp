@@ -13,6 +13,7 @@
 //                    log2(d/n) bits per element per layer (exact_ledger_bits below)
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "budget.hpp"
@@ -87,6 +88,14 @@ constexpr double exact_ledger_bits(Block, const env& bindings = {}) {
     }
   });
   return bits;
+}
+
+/// 16-bit words one element's ledger holds after `depth` layers gaining `bits_per_layer`, at
+/// most: while its stack holds h words its head is at least L, so its number (below
+/// (L + 1) 2^(depth bits_per_layer)) gives 16 h < depth bits_per_layer + 2^-32; one word more for
+/// blocks that also shrink the same ledger. Beside them each element has an 8-byte head.
+constexpr std::size_t exact_ledger_words(double bits_per_layer, std::size_t depth) {
+  return static_cast<std::size_t>((static_cast<double>(depth) * bits_per_layer + 1) / 16.0) + 1;
 }
 
 /// A network of `stack` in scalar type Scalar under Policy, runtime scalars from `bindings`.

@@ -227,17 +227,8 @@ class model {
       bool g_buffer = false;  // an update whose g is an expression evaluates it into a buffer
       hana::for_each(Block::updates(), [&](auto u) { g_buffer = g_buffer || g_needs_buffer<decltype(u)>(); });
       if (g_buffer) p.workspace_bytes += wb * bytes;
-      double bits = 0;
-      hana::for_each(Block::updates(), [&](auto u) {
-        using U = decltype(u);
-        if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
-          const rational a = exact_coefficient<U>();
-          if (a.num != a.den) bits = std::max(bits, std::log2(static_cast<double>(std::max(a.num, a.den))));
-        }
-      });
-      const double per_layer = exact_ledger_bits(Block{}, bindings_);
-      // a head per element, and 16-bit stack words: full ones below the head
-      const auto planes = static_cast<std::size_t>(std::ceil((depth_ * per_layer + 2 * bits + 1) / 16.0)) + 1;
+      // a head per element, and a plane of 16-bit stack words per word it may hold
+      const std::size_t planes = exact_ledger_words(exact_ledger_bits(Block{}, bindings_), depth_);
       p.tape_bytes = scaled_variables() * wb * (sizeof(std::int64_t) + planes * sizeof(std::uint16_t));
     }
     return p;
