@@ -39,15 +39,15 @@ int run_demo(const demo_options& o, const std::string& self) {
   };
   const std::vector<step> full{
       {"The derivation of the built-in blocks", "explain"},
-      {"Memory and time against depth (reference configuration)", fmt::format("memory --depths 8,32,128,512 --steps 3 --modes stored,reversible,checkpointed --json {}/memory.json", dir)},
-      {"Gradient agreement against the budget, float32", fmt::format("budget --mus 0.3,0.6,0.9 --depths 8,16,32,64,128 --batch 32 --policies reversible,checkpointed --json {}/budget.json", dir)},
+      {"Memory and time against depth (reference configuration)", fmt::format("memory --depths 8,32,128,512 --steps 3 --modes stored,reversible,checkpointed,exact --json {}/memory.json", dir)},
+      {"Gradient agreement against the budget, float32", fmt::format("budget --mus 0.3,0.6,0.9 --depths 8,16,32,64,128 --batch 32 --policies reversible,checkpointed,exact --json {}/budget.json", dir)},
       {"Gradient agreement against the budget, float64", fmt::format("budget --mus 0.3,0.6,0.9 --depths 8,32,128,512 --batch 16 --dtype float64 --json {}/budget64.json", dir)},
       {"Rewind error along the trajectory", fmt::format("trajectory --particles 12 --depth 64 --mus 0.3,0.6,0.9 --json {}/trajectory.json", dir)},
       {"Training, stored against reversible (short run)", fmt::format("train --depth 64 --mu 0.9 --epochs 2 --train-limit 12800 --json {}/train.json", dir)},
   };
   const std::vector<step> quick{
       {"The derivation of the built-in blocks", "explain --block momentum"},
-      {"Memory and time against depth", fmt::format("memory --depths 2,8 --width 32 --batch 4 --steps 1 --json {}/memory.json", dir)},
+      {"Memory and time against depth", fmt::format("memory --depths 2,8 --width 32 --batch 4 --steps 1 --modes stored,reversible,exact --json {}/memory.json", dir)},
       {"Gradient agreement against the budget, float32", fmt::format("budget --mus 0.5 --depths 4,64 --width 16 --batch 4 --json {}/budget.json", dir)},
       {"Gradient agreement against the budget, float64", fmt::format("budget --mus 0.5 --depths 4,64 --width 16 --batch 4 --dtype float64 --json {}/budget64.json", dir)},
       {"Rewind error along the trajectory", fmt::format("trajectory --particles 3 --depth 8 --mus 0.5 --json {}/trajectory.json", dir)},
