@@ -288,8 +288,11 @@ namespace avx512 {
 }  // namespace avx512
 #pragma GCC pop_options
 /// Whether the blocks run their AVX-512 copy (the CPU has it; a test turns it off).
-inline bool exact_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+inline bool exact_avx512 = [] {
+  __builtin_cpu_init();  // this may run among the static initialisers, before libgcc's own
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bw");
+}();
 #endif
 }  // namespace detail
 
