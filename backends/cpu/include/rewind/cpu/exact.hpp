@@ -294,6 +294,20 @@ inline bool exact_avx512 = [] {
          __builtin_cpu_supports("avx512bw");
 }();
 #endif
+
+/// Runs block(begin, length) over `count` elements in blocks, on `threads` threads when the loop is
+/// large enough; returns the blocks' range flags or-ed.
+template <class Block>
+std::int64_t over_blocks(std::size_t count, int threads, const Block& block) {
+  const auto blocks = static_cast<std::ptrdiff_t>((count + exact_block - 1) / exact_block);
+  std::int64_t bad = 0;
+#pragma omp parallel for reduction(| : bad) num_threads(threads) if (count >= exact_parallel_from)
+  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
+    const std::size_t begin = static_cast<std::size_t>(k) * exact_block;
+    bad |= block(begin, std::min(count - begin, exact_block));
+  }
+  return bad;
+}
 }  // namespace detail
 
 /// s <- s + round(g) (forward) or s - round(g) (rewind) over `count` elements, with the float
@@ -302,19 +316,12 @@ inline bool exact_avx512 = [] {
 template <class T>
 bool add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
   const std::int64_t sign = forward ? 1 : -1;
-  const auto blocks = static_cast<std::ptrdiff_t>((count + detail::exact_block - 1) / detail::exact_block);
-  std::int64_t bad = 0;
-#pragma omp parallel for reduction(| : bad) num_threads(threads) if (count >= detail::exact_parallel_from)
-  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
-    const std::size_t begin = static_cast<std::size_t>(k) * detail::exact_block;
-    const std::size_t len = std::min(count - begin, detail::exact_block);
+  return !detail::over_blocks(count, threads, [&](std::size_t begin, std::size_t len) {
 #ifdef REWIND_EXACT_DISPATCH
-    if (detail::exact_avx512) bad |= detail::avx512::add_block(s + begin, g + begin, shadow + begin, len, fp, sign);
-    else
+    if (detail::exact_avx512) return detail::avx512::add_block(s + begin, g + begin, shadow + begin, len, fp, sign);
 #endif
-      bad |= detail::generic::add_block(s + begin, g + begin, shadow + begin, len, fp, sign);
-  }
-  return !bad;
+    return detail::generic::add_block(s + begin, g + begin, shadow + begin, len, fp, sign);
+  });
 }
 
 /// s <- (n/d) s + round(g) (forward) or s <- (d/n) (s - round(g)) (rewind), exactly, the digits
@@ -336,22 +343,16 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
                              .inv_over = grows ? a.inv_small : a.inv_big};
   std::int64_t* head = l.heads() + first;
   const std::uint32_t* height = l.heights() + first;
-  const auto blocks = static_cast<std::ptrdiff_t>((count + detail::exact_block - 1) / detail::exact_block);
-  std::int64_t bad = 0;
-#pragma omp parallel for reduction(| : bad) num_threads(threads) if (count >= detail::exact_parallel_from)
-  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
-    const std::size_t begin = static_cast<std::size_t>(k) * detail::exact_block;
-    const std::size_t len = std::min(count - begin, detail::exact_block);
+  const std::int64_t bad = detail::over_blocks(count, threads, [&](std::size_t begin, std::size_t len) {
     std::uint8_t later[detail::exact_block];  // the element's ledger moves a word: done after, in scalar
-    std::int64_t any_later = 0;
+    std::int64_t any_later = 0, bad = 0;
 #ifdef REWIND_EXACT_DISPATCH
     if (detail::exact_avx512)
-      bad |= detail::avx512::scale_block(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
+      bad = detail::avx512::scale_block(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
     else
 #endif
-      bad |= detail::generic::scale_block(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
-    if (!any_later) continue;
-    for (std::size_t i = 0; i < len; ++i) {
+      bad = detail::generic::scale_block(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
+    for (std::size_t i = 0; any_later && i < len; ++i) {
       if (!later[i]) continue;
       const std::size_t at = begin + i;
       std::int64_t g_out;
@@ -361,7 +362,8 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
       s[at] = v;
       shadow[at] = fp.template value<T>(v);
     }
-  }
+    return bad;
+  });
   l.settle();
   return !bad;
 }
