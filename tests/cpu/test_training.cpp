@@ -1,6 +1,7 @@
 // Optimizers, parameter files and determinism.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,44 @@ TEST_CASE("training: sgd and adam lower the loss, in both modes") {
     CHECK(b.loss_and_gradient(data.batch, data.labels, m) < 0.5f * first);
   }
   CHECK_THROWS_AS(model_t(momentum, 2, {.width = 12, .batch = 9, .classes = 3}).apply(rwd::sgd{.lr = -1}), rwd::error);
+}
+
+TEST_CASE("training: switching optimizers starts the new one afresh, exactly as a fresh model would") {
+  // SGD's velocity is not Adam's first moment, and Adam has no second moment after SGD steps: a
+  // switch must neither crash nor carry the old state over (parameters would jump).
+  const toy data(12, 9);
+  const auto m = rwd::cpu::mode::reversible;
+  const rwd::sgd sgd{.lr = 0.05, .momentum = 0.9};
+  const rwd::adam adam{.lr = 0.02};
+  model_t switched(momentum, 6, {.width = 12, .batch = 9, .classes = 3, .seed = 5});
+  for (int i = 0; i < 3; ++i) {
+    switched.loss_and_gradient(data.batch, data.labels, m);
+    switched.apply(sgd);
+  }
+  // the reference: a fresh model on the parameters the SGD steps reached
+  model_t fresh(momentum, 6, {.width = 12, .batch = 9, .classes = 3, .seed = 5});
+  std::ranges::copy(switched.parameters(), fresh.parameters().begin());
+  for (int i = 0; i < 3; ++i) {
+    CHECK(switched.loss_and_gradient(data.batch, data.labels, m) == fresh.loss_and_gradient(data.batch, data.labels, m));
+    switched.apply(adam);
+    fresh.apply(adam);
+    CHECK(std::ranges::equal(switched.parameters(), fresh.parameters()));
+  }
+  // and back: SGD starts with zero velocity again
+  model_t fresh_sgd(momentum, 6, {.width = 12, .batch = 9, .classes = 3, .seed = 5});
+  std::ranges::copy(switched.parameters(), fresh_sgd.parameters().begin());
+  for (int i = 0; i < 2; ++i) {
+    switched.loss_and_gradient(data.batch, data.labels, m);
+    fresh_sgd.loss_and_gradient(data.batch, data.labels, m);
+    switched.apply(sgd);
+    fresh_sgd.apply(sgd);
+    CHECK(std::ranges::equal(switched.parameters(), fresh_sgd.parameters()));
+  }
+  // a bad setting is refused before anything changes
+  const std::vector<float> before(switched.parameters().begin(), switched.parameters().end());
+  CHECK_THROWS_WITH_AS(switched.apply(rwd::adam{.lr = 0.01, .beta2 = 1.0}), doctest::Contains("adam needs"), rwd::error);
+  CHECK_THROWS_WITH_AS(switched.apply(rwd::sgd{.lr = 0.01, .weight_decay = -1}), doctest::Contains("sgd needs"), rwd::error);
+  CHECK(std::ranges::equal(switched.parameters(), before));
 }
 
 TEST_CASE("training: the same seed gives the same weights and the same gradients") {

@@ -1,5 +1,10 @@
-// rewind: optimizer settings. Backends apply them to their flat parameter arena.
+// rewind: optimizer settings, their checks, and which optimizer a model's state belongs to.
+// Backends apply them to their flat parameter arena.
 #pragma once
+
+#include <cstdint>
+
+#include "diagnostics.hpp"
 
 namespace rwd {
 
@@ -19,5 +24,22 @@ struct adam {
   double eps = 1e-8;
   double weight_decay = 0.0;
 };
+
+/// The optimizer a model's optimizer state was built by. SGD's velocity is not Adam's first
+/// moment, and Adam's step count is not SGD's: a model whose optimizer changes starts the new
+/// one's state afresh (zero moments, step 0), exactly as a new model would.
+enum class optimizer_kind : std::uint8_t { none, sgd, adam };
+constexpr optimizer_kind kind_of(const sgd&) { return optimizer_kind::sgd; }
+constexpr optimizer_kind kind_of(const adam&) { return optimizer_kind::adam; }
+
+/// The settings every backend refuses, by name.
+inline void check(const sgd& o) {
+  if (!(o.lr > 0) || !(o.momentum >= 0 && o.momentum < 1) || !(o.weight_decay >= 0))
+    throw error("rewind: sgd needs lr > 0, momentum in [0, 1) and weight_decay >= 0");
+}
+inline void check(const adam& o) {
+  if (!(o.lr > 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) || !(o.eps > 0) || !(o.weight_decay >= 0))
+    throw error("rewind: adam needs lr > 0, beta1 and beta2 in [0, 1), eps > 0 and weight_decay >= 0");
+}
 
 }  // namespace rwd

@@ -10,17 +10,28 @@
 
 namespace rwd::cpu {
 
-/// The optimizer's own state: one or two arenas the size of the parameters, and the step count.
+/// The optimizer's own state: one or two arenas the size of the parameters, the step count, and
+/// the optimizer they belong to (another optimizer starts afresh: see rwd::optimizer_kind).
 template <class T>
 struct optimizer_state {
   std::vector<T> first, second;
   long long steps = 0;
+  optimizer_kind kind = optimizer_kind::none;
+
+  /// Zero moments and step 0 for optimizer k with `moments` arenas, unless the state is already k's.
+  void begin(optimizer_kind k, std::size_t n, int moments) {
+    if (kind == k && first.size() == n) return;
+    first.assign(n, T(0));
+    second.assign(moments == 2 ? n : 0, T(0));
+    steps = 0;
+    kind = k;
+  }
 };
 
 template <class T>
 void step(const sgd& o, std::span<T> theta, std::span<const T> g, optimizer_state<T>& s) {
-  if (!(o.lr > 0) || o.momentum < 0 || o.momentum >= 1) throw error("rewind: sgd needs lr > 0 and momentum in [0, 1)");
-  if (s.first.size() != theta.size()) s.first.assign(theta.size(), T(0));
+  check(o);
+  s.begin(optimizer_kind::sgd, theta.size(), 1);
   const T lr = static_cast<T>(o.lr), mu = static_cast<T>(o.momentum), wd = static_cast<T>(o.weight_decay);
   for (std::size_t i = 0; i < theta.size(); ++i) {
     s.first[i] = mu * s.first[i] + g[i];
@@ -31,9 +42,8 @@ void step(const sgd& o, std::span<T> theta, std::span<const T> g, optimizer_stat
 
 template <class T>
 void step(const adam& o, std::span<T> theta, std::span<const T> g, optimizer_state<T>& s) {
-  if (!(o.lr > 0) || o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1 || !(o.eps > 0))
-    throw error("rewind: adam needs lr > 0, beta1 and beta2 in [0, 1), eps > 0");
-  if (s.first.size() != theta.size()) s.first.assign(theta.size(), T(0)), s.second.assign(theta.size(), T(0));
+  check(o);
+  s.begin(optimizer_kind::adam, theta.size(), 2);
   ++s.steps;
   const double c1 = 1 - std::pow(o.beta1, static_cast<double>(s.steps));
   const double c2 = 1 - std::pow(o.beta2, static_cast<double>(s.steps));
