@@ -10,8 +10,10 @@
 //
 // Parameters, gradients and the optimizer's state live in one device arena each; activations and
 // workspaces come from a tracking allocator over cudaMalloc, so the peak device bytes of a step
-// are measured, and equal the plan. Everything runs on the model's stream; a step synchronises
-// once, to read its loss.
+// are measured, and equal the plan. Everything runs on the model's stream; loss_and_gradient
+// synchronises once, at its end, to read its loss, its input gradient and the parameter check
+// queued at its start; apply() does not synchronise. (Its uploads of the batch and labels come
+// from pageable host memory, which the driver may stage behind the stream's earlier work.)
 #pragma once
 
 #include <algorithm>
@@ -117,12 +119,12 @@ class model {
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m, const gradient_listener& ready = {}) {
     rwd::check_batch(batch, o_.width, o_.batch);
     rwd::check_labels(labels, o_.batch, o_.classes);
-    check_parameters();
     if (m == mode::exact) throw error("rewind: mode::exact runs on the CPU backend (its GPU half is not built yet)");
     if (m == mode::reversible && !o_.lossy && budget_.known() && static_cast<long long>(depth_) > budget_.layers)
       throw error(rwd::detail::e007_runtime(scalar_traits<T>::name, depth_, budget_) +
                   "; in this model: use mode::checkpointed, or options.lossy");
     const cudaStream_t s = ctx_.stream();
+    queue_parameter_check();
     REWIND_CUDA(cudaMemsetAsync(grads_.data(), 0, grads_.size() * sizeof(T), s));
     upload(labels_.data(), labels.data(), labels.size(), s);
     states st(*this);
@@ -147,9 +149,10 @@ class model {
       if (ready) ready(l * arena_.per_layer);
     }
     input_grad_.resize(o_.width * o_.batch);
-    download(input_grad_.data(), st.b[input_].data(), input_grad_.size(), s);
     std::vector<double> losses(o_.batch);
-    download(losses.data(), losses_.data(), losses.size(), s);
+    download_async(input_grad_.data(), st.b[input_].data(), input_grad_.size(), s);
+    download_async(losses.data(), losses_.data(), losses.size(), s);
+    check_parameters();  // the step's one synchronisation
     double loss = 0;
     for (double v : losses) loss += v;  // in a fixed order, as the CPU does
     if (!std::isfinite(loss)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
@@ -191,18 +194,19 @@ class model {
     return step_plan<Block>(m, o_.width, o_.batch, o_.classes, depth_, segment_, sizeof(T));
   }
 
+  /// One optimizer step on the device (sgd or adam settings). Switching optimizers starts the new
+  /// one's state afresh (rwd::optimizer_kind), as on the CPU.
   void apply(const sgd& o) {
-    if (!(o.lr > 0) || o.momentum < 0 || o.momentum >= 1) throw error("rewind: sgd needs lr > 0 and momentum in [0, 1)");
-    ensure_optimizer(1);
+    check(o);
+    begin_optimizer(kind_of(o), 1);
     for_each(sgd_op<T>{params_.data(), grads_.data(), first_.data(), static_cast<T>(o.lr), static_cast<T>(o.momentum),
                        static_cast<T>(o.weight_decay)},
              arena_.total, ctx_.stream());
     ++steps_;
   }
   void apply(const adam& o) {
-    if (!(o.lr > 0) || o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1 || !(o.eps > 0))
-      throw error("rewind: adam needs lr > 0, beta1 and beta2 in [0, 1), eps > 0");
-    ensure_optimizer(2);
+    check(o);
+    begin_optimizer(kind_of(o), 2);
     ++steps_;
     const double c1 = 1 - std::pow(o.beta1, static_cast<double>(steps_)), c2 = 1 - std::pow(o.beta2, static_cast<double>(steps_));
     for_each(adam_op<T>{params_.data(), grads_.data(), first_.data(), second_.data(), static_cast<T>(o.beta1), static_cast<T>(o.beta2),
@@ -210,9 +214,11 @@ class model {
                         static_cast<T>(o.lr * o.weight_decay)},
              arena_.total, ctx_.stream());
   }
+  /// Forgets the optimizer's moments and step count.
   void reset_optimizer() {
     first_.reset(), second_.reset();
     steps_ = 0;
+    optimizer_ = optimizer_kind::none;
   }
 
  private:
@@ -254,29 +260,34 @@ class model {
     download(out.data(), b.data(), b.size(), ctx_.stream());
     return out;
   }
-  void ensure_optimizer(int arrays) {
+  /// Zeroed moments (one arena for sgd, two for adam) and step 0, unless they are already k's.
+  void begin_optimizer(optimizer_kind k, int moments) {
+    if (optimizer_ == k) return;
+    reset_optimizer();
     const cudaStream_t s = ctx_.stream();
-    if (!first_.data()) {
-      first_ = device_buffer<T>(fixed_, arena_.total);
-      REWIND_CUDA(cudaMemsetAsync(first_.data(), 0, arena_.total * sizeof(T), s));
-    }
-    if (arrays == 2 && !second_.data()) {
+    first_ = device_buffer<T>(fixed_, arena_.total);
+    REWIND_CUDA(cudaMemsetAsync(first_.data(), 0, arena_.total * sizeof(T), s));
+    if (moments == 2) {
       second_ = device_buffer<T>(fixed_, arena_.total);
       REWIND_CUDA(cudaMemsetAsync(second_.data(), 0, arena_.total * sizeof(T), s));
     }
+    optimizer_ = k;
   }
 
-
-  void check_parameters() {
+  /// Queues a check of every parameter into flag_ (read at the step's sync, after the loss: the
+  /// host never waits for the previous optimizer step just to look at its parameters).
+  void queue_parameter_check() {
     const cudaStream_t s = ctx_.stream();
     REWIND_CUDA(cudaMemsetAsync(flag_.data(), 0, sizeof(int), s));
     for_each(nonfinite_op<T>{params_.data(), flag_.data()}, arena_.total, s);
-    int bad = 0;
-    download(&bad, flag_.data(), 1, s);
-    if (bad) throw error("rewind: a parameter is not finite");
   }
-
-
+  /// Waits for the stream, then throws when a parameter was not finite (the flag queued by
+  /// queue_parameter_check; the gradients of such a step are garbage, the parameters unchanged).
+  void check_parameters() {
+    int bad = 0;
+    download(&bad, flag_.data(), 1, ctx_.stream());
+    if (bad) throw error("rewind: a parameter is not finite (the step's gradients are void)");
+  }
 
   template <class M>
   map_runner<M, T> runner() const {
@@ -434,6 +445,7 @@ class model {
   device_buffer<double> losses_;
   std::vector<T> input_grad_;
   long long steps_ = 0;
+  optimizer_kind optimizer_ = optimizer_kind::none;
 };
 
 }  // namespace rwd::cuda

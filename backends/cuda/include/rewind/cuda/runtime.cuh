@@ -64,9 +64,15 @@ template <class T>
 void upload(T* device, const T* host, std::size_t n, cudaStream_t s) {
   REWIND_CUDA(cudaMemcpyAsync(device, host, n * sizeof(T), cudaMemcpyHostToDevice, s));
 }
+/// Queues a copy to the host; the host buffer is valid after the stream's next synchronisation.
+template <class T>
+void download_async(T* host, const T* device, std::size_t n, cudaStream_t s) {
+  REWIND_CUDA(cudaMemcpyAsync(host, device, n * sizeof(T), cudaMemcpyDeviceToHost, s));
+}
+/// A copy to the host, waited for.
 template <class T>
 void download(T* host, const T* device, std::size_t n, cudaStream_t s) {
-  REWIND_CUDA(cudaMemcpyAsync(host, device, n * sizeof(T), cudaMemcpyDeviceToHost, s));
+  download_async(host, device, n, s);
   REWIND_CUDA(cudaStreamSynchronize(s));
 }
 
