@@ -1,4 +1,4 @@
-// The reference configuration on the GPU (issue 5's benchmark): for each depth, stored and
+// The reference configuration on the GPU: for each depth, stored and
 // reversible training steps timed with CUDA events (median after a warm-up step), tracked peak
 // device bytes against the plan, and the GPU's float64 gradients against the CPU backend's on
 // the same weights and batch. Prints a table and writes JSON.

@@ -3,41 +3,22 @@
 
 #include "../dsl/blocks.hpp"
 #include "bridge.hpp"
+#include "bridge_steps.hpp"
 
 namespace gpu_bridge {
 namespace {
 namespace tb = test_blocks;
 
-template <class T>
-std::vector<double> widen(const std::vector<T>& v) {
-  return {v.begin(), v.end()};
-}
-
 template <class T, class Block>
 step_result run_block(Block b, std::size_t depth, const rwd::options& o, const std::vector<T>& params, const std::vector<T>& batch,
                       const std::vector<int>& labels, rwd::mode m) {
-  rwd::cuda::model<T, Block> model(b, depth, o, rwd::env{}.set("mu", 0.6));
+  rwd::cuda::model<T, Block> model(b, depth, o, rwd::env{}.set("mu", mu));
   model.set_parameters(params);
-  step_result r;
-  model.memory().reset_peak();
-  r.loss = model.loss_and_gradient(batch, labels, m);
-  r.peak = model.memory().peak();
-  r.plan = model.plan(m).total();
-  r.gradients = widen(model.gradients());
-  r.input_gradient = widen(model.input_gradient());
-  const auto state = model.forward(batch);
-  for (const auto& s : state) r.final_state.insert(r.final_state.end(), s.begin(), s.end());
-  for (const auto& s : model.rewind(state)) r.rewound.insert(r.rewound.end(), s.begin(), s.end());
-  r.predicted = model.predict(batch);
-  model.apply(rwd::sgd{.lr = 0.05, .momentum = 0.9});
-  r.after_sgd = widen(model.parameters());
-  model.loss_and_gradient(batch, labels, m);
-  model.apply(rwd::adam{.lr = 0.01});
-  r.after_adam = widen(model.parameters());
-  return r;
+  return record(model, batch, labels, m);
 }
 }  // namespace
 
+std::string engine() { return "cuda"; }
 std::string unavailable() { return rwd::cuda::no_device().value_or(""); }
 
 template <class T>
@@ -79,6 +60,11 @@ std::string refusals_of(Block b) {
   expect([&] { m.loss_and_gradient(good, std::vector<int>{0, 1, 3}, rwd::mode::reversible); });
   expect([&] { m.loss_and_gradient(good, labels, rwd::mode::exact); });
   expect([&] { m.set_parameters(std::vector<float>(3, 0.f)); });
+  expect([&] { m.apply(rwd::adam{.lr = 0.01, .beta2 = 1.0}); });
+  m.loss_and_gradient(good, labels, rwd::mode::reversible);  // a good step, then a parameter spoilt on the device
+  const float bad = std::nanf("");
+  REWIND_CUDA(cudaMemcpy(m.device_parameters() + 3, &bad, sizeof bad, cudaMemcpyHostToDevice));
+  expect([&] { m.loss_and_gradient(good, labels, rwd::mode::stored); });
   rwd::cuda::model<float, Block> deep(b, 200, {.width = 8, .batch = 3, .classes = 3});
   expect([&] { deep.loss_and_gradient(good, labels, rwd::mode::reversible); });
   return out;

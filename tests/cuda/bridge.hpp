@@ -1,6 +1,8 @@
-// Between the GPU engine (bridge.cu, compiled by nvcc) and the tests that compare it with the CPU
-// engine (test_gpu.cpp, compiled by g++): plain data only, so that neither compiler sees the
-// other's half (nvcc never compiles Eigen).
+// Between an engine under test and the tests that compare it with the CPU engine (test_gpu.cpp,
+// compiled by g++): plain data only, so that neither compiler sees the other's half (nvcc never
+// compiles Eigen). bridge.cu implements it with the GPU engine; bridge_standin.cpp with a CPU
+// stand-in that rounds differently (float64 arithmetic), so that every check of test_gpu.cpp and
+// its tolerances also run where no GPU is.
 #pragma once
 
 #include <cstddef>
@@ -11,27 +13,35 @@
 
 namespace gpu_bridge {
 
-/// What one GPU step produced, in double whatever the model's scalar.
+/// What one step of the engine produced, in double whatever the model's scalar.
 struct step_result {
   double loss = 0;
   std::vector<double> gradients, input_gradient;
   std::vector<double> final_state;  // forward(): the state variables one after the other
   std::vector<double> rewound;      // rewind() of that final state
   std::vector<int> predicted;
-  std::size_t peak = 0, plan = 0;   // tracked device bytes of the step, and the plan
-  std::vector<double> after_sgd, after_adam;  // parameters after one sgd, then one adam step
+  std::size_t peak = 0, plan = 0;   // tracked bytes of the step, and the plan
+  std::vector<double> after_sgd;    // parameters after one sgd step on `gradients`
+  std::vector<double> adam_gradients, after_adam;  // then a second gradient, and one adam step on it
 };
 
-/// Why no GPU engine can run here; empty when one can.
+/// The engine behind this bridge, for messages: "cuda" or "cpu stand-in".
+std::string engine();
+
+/// Why the engine cannot run here; empty when it can.
 std::string unavailable();
+
+/// The runtime scalar every block that has one is bound to.
+inline constexpr double mu = 0.6;
 
 /// Blocks the bridge knows: momentum, leapfrog, coupling, three, runtime_mu, affine (tests/dsl/blocks.hpp).
 template <class T>
 step_result run(const std::string& block, std::size_t depth, const rwd::options& o, const std::vector<T>& params,
                 const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m);
 
-/// The messages of the GPU model refusing bad input (wrong sizes, non-finite values, bad labels,
-/// mode::exact, reversible past the budget), one per line.
+/// The messages of the engine refusing bad input (wrong sizes, non-finite values, bad labels,
+/// a setting the engine does not run, reversible past the budget), one per line; "(accepted)"
+/// for each that was not refused.
 std::string refusals();
 
 }  // namespace gpu_bridge

@@ -1,0 +1,81 @@
+// A CPU stand-in for the GPU half of the engine tests, so that test_gpu.cpp runs everywhere: the
+// CPU engine in float64 plays the GPU. Against the float32 CPU engine it differs by float32's
+// own rounding, as cuBLAS, which sums in another order, does: the float32 tolerances of
+// test_gpu.cpp meet real rounding differences here before they meet a GPU. Peak and plan come
+// from a model in the bridge's own scalar.
+#include <cmath>
+
+#include <rewind/cpu.hpp>
+
+#include "../dsl/blocks.hpp"
+#include "bridge.hpp"
+#include "bridge_steps.hpp"
+
+namespace gpu_bridge {
+namespace {
+namespace tb = test_blocks;
+
+template <class T, class Block>
+step_result run_block(Block b, std::size_t depth, const rwd::options& o, const std::vector<T>& params, const std::vector<T>& batch,
+                      const std::vector<int>& labels, rwd::mode m) {
+  const rwd::env bindings = rwd::env{}.set("mu", mu);
+  rwd::cpu::model<double, Block> wide(b, depth, o, bindings);
+  std::copy(params.begin(), params.end(), wide.parameters().begin());
+  step_result r = record(wide, std::vector<double>(batch.begin(), batch.end()), labels, m);
+  rwd::cpu::model<T, Block> own(b, depth, o, bindings);
+  own.memory().reset_peak();
+  own.loss_and_gradient(batch, labels, m);
+  r.peak = own.memory().peak();
+  r.plan = own.plan(m).total();
+  return r;
+}
+}  // namespace
+
+std::string engine() { return "cpu stand-in"; }
+std::string unavailable() { return ""; }
+
+template <class T>
+step_result run(const std::string& block, std::size_t depth, const rwd::options& o, const std::vector<T>& params,
+                const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m) {
+  if (block == "momentum") return run_block<T>(tb::momentum, depth, o, params, batch, labels, m);
+  if (block == "leapfrog") return run_block<T>(tb::leapfrog, depth, o, params, batch, labels, m);
+  if (block == "coupling") return run_block<T>(tb::coupling, depth, o, params, batch, labels, m);
+  if (block == "three") return run_block<T>(tb::three, depth, o, params, batch, labels, m);
+  if (block == "runtime_mu") return run_block<T>(tb::runtime_mu, depth, o, params, batch, labels, m);
+  if (block == "affine") return run_block<T>(tb::affine, depth, o, params, batch, labels, m);
+  throw rwd::error("rewind: the bridge knows no block '" + block + "'");
+}
+template step_result run<float>(const std::string&, std::size_t, const rwd::options&, const std::vector<float>&, const std::vector<float>&,
+                                const std::vector<int>&, rwd::mode);
+template step_result run<double>(const std::string&, std::size_t, const rwd::options&, const std::vector<double>&,
+                                 const std::vector<double>&, const std::vector<int>&, rwd::mode);
+
+std::string refusals() {
+  std::string out;
+  auto expect = [&](auto&& f) {
+    try {
+      f();
+      out += "(accepted)\n";
+    } catch (const rwd::error& e) {
+      out += std::string(e.what()) + "\n";
+    }
+  };
+  using model_t = rwd::cpu::model<float, std::remove_cv_t<decltype(tb::momentum)>>;
+  model_t m(tb::momentum, 4, {.width = 8, .batch = 3, .classes = 3});
+  const std::vector<float> good(24, 0.5f);
+  const std::vector<int> labels{0, 1, 2};
+  expect([&] { m.loss_and_gradient(std::vector<float>(23, 0.f), labels, rwd::mode::reversible); });
+  std::vector<float> nan = good;
+  nan[5] = std::nanf("");
+  expect([&] { m.loss_and_gradient(nan, labels, rwd::mode::reversible); });
+  expect([&] { m.loss_and_gradient(good, std::vector<int>{0, 1, 3}, rwd::mode::reversible); });
+  expect([&] { m.apply(rwd::adam{.lr = 0.01, .beta2 = 1.0}); });
+  m.loss_and_gradient(good, labels, rwd::mode::reversible);
+  m.parameters()[3] = std::nanf("");
+  expect([&] { m.loss_and_gradient(good, labels, rwd::mode::stored); });
+  model_t deep(tb::momentum, 200, {.width = 8, .batch = 3, .classes = 3});
+  expect([&] { deep.loss_and_gradient(good, labels, rwd::mode::reversible); });
+  return out;
+}
+
+}  // namespace gpu_bridge

@@ -1,0 +1,46 @@
+// The sequence of calls every bridge makes of its engine, written once: a step, forward and
+// rewind, predictions, one SGD step, a second gradient and one Adam step (a switch of optimizer:
+// Adam must start afresh, as on the CPU).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include <rewind/optim.hpp>
+
+#include "bridge.hpp"
+
+namespace gpu_bridge {
+
+inline constexpr rwd::sgd sgd_step{.lr = 0.05, .momentum = 0.9};
+inline constexpr rwd::adam adam_step{.lr = 0.01};
+
+template <class Range>
+std::vector<double> widen(const Range& r) {
+  return {r.begin(), r.end()};
+}
+
+/// Runs the sequence on a model whose parameters are already set; peak and plan of the first step.
+template <class Model, class S = typename Model::scalar>
+step_result record(Model& model, const std::vector<S>& batch, const std::vector<int>& labels, rwd::mode m) {
+  step_result r;
+  model.memory().reset_peak();
+  r.loss = model.loss_and_gradient(batch, labels, m);
+  r.peak = model.memory().peak();
+  r.plan = model.plan(m).total();
+  r.gradients = widen(model.gradients());
+  r.input_gradient = widen(model.input_gradient());
+  const auto state = model.forward(batch);
+  for (const auto& s : state) r.final_state.insert(r.final_state.end(), s.begin(), s.end());
+  for (const auto& s : model.rewind(state)) r.rewound.insert(r.rewound.end(), s.begin(), s.end());
+  r.predicted = model.predict(batch);
+  model.apply(sgd_step);
+  r.after_sgd = widen(model.parameters());
+  model.loss_and_gradient(batch, labels, m);
+  r.adam_gradients = widen(model.gradients());
+  model.apply(adam_step);
+  r.after_adam = widen(model.parameters());
+  return r;
+}
+
+}  // namespace gpu_bridge

@@ -1,0 +1,54 @@
+// A CPU stand-in behind the GPU interface of the rewind program (examples/cli/gpu.hpp), so that the
+// GPU benchmark's own code (its loop, the plan and peak columns, parity, the JSON) runs where no
+// GPU is: the reference network on rwd::cpu::model, timed with a steady clock.
+#include <chrono>
+
+#include <rewind/cpu.hpp>
+
+#include "cli/gpu.hpp"
+#include "cli/reference.hpp"
+
+namespace rewind_cli::gpu {
+
+std::string unavailable() { return ""; }
+
+namespace {
+template <class T>
+class standin final : public engine<T> {
+ public:
+  standin(std::size_t depth, const rwd::options& o, double mu) : m_(ref::momentum, depth, o, rwd::env{}.set("mu", mu)) {}
+  T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, rwd::mode m) override {
+    return m_.loss_and_gradient(batch, labels, m);
+  }
+  void apply(const rwd::sgd& o) override { m_.apply(o); }
+  void apply(const rwd::adam& o) override { m_.apply(o); }
+  std::vector<int> predict(std::span<const T> batch) override { return m_.predict(batch); }
+  std::vector<T> gradients() const override { return {m_.gradients().begin(), m_.gradients().end()}; }
+  void set_parameters(std::span<const T> values) override {
+    if (values.size() != m_.parameters().size()) throw rwd::error("rewind: wrong parameter count");
+    std::ranges::copy(values, m_.parameters().begin());
+  }
+  std::size_t peak() const override { return m_.memory().peak(); }
+  void reset_peak() override { m_.memory().reset_peak(); }
+  rwd::memory_plan plan(rwd::mode m) const override { return m_.plan(m); }
+  double step_ms(std::span<const T> batch, std::span<const int> labels, rwd::mode m, const rwd::sgd& o) override {
+    const auto start = std::chrono::steady_clock::now();
+    m_.loss_and_gradient(batch, labels, m);
+    m_.apply(o);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  std::string device() const override { return "cpu stand-in (rwd::cpu::model)"; }
+
+ private:
+  rwd::cpu::model<T, ref::momentum_t> m_;
+};
+}  // namespace
+
+template <class T>
+std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu) {
+  return std::make_unique<standin<T>>(depth, o, mu);
+}
+template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double);
+template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double);
+
+}  // namespace rewind_cli::gpu
