@@ -20,3 +20,18 @@ static_assert(!accepted<decltype(v = v + f(x)), decltype(x = x * rwd::exp(x))>);
 static_assert(accepted<decltype(v = v + f(x)), decltype(x = x * rwd::exp(v))>);  // data-dependent, fine
 static_assert(!rwd::rhs_does_not_read_target<decltype(x = x + f(0.5_c * x))>);
 static_assert(!rwd::coefficient_nonzero<decltype(x = 2_c * (x - x) + v)>);
+
+// an alpha that is zero whatever the data: seen through products with a zero factor and sums that
+// cancel, not only a literal 0
+static_assert(!rwd::coefficient_nonzero<decltype(x = (0_c * v) * x + f(v))>);
+static_assert(!rwd::coefficient_nonzero<decltype(x = (v - v) * x + f(v))>);
+static_assert(!rwd::coefficient_nonzero<decltype(x = (2_c * v - v - v) * x + f(v))>);
+static_assert(!rwd::coefficient_nonzero<decltype(x = (v + f(v) - f(v) - v) * x + f(v))>);
+static_assert(!rwd::coefficient_nonzero<decltype(x = (rwd::tanh(v) * (w - w)) * x + f(v))>);
+static_assert(!rwd::coefficient_nonzero<decltype(x = x * (v + 1_c - v) - x + f(v))>);
+static_assert(!accepted<decltype(x = (v - v) * x + f(v)), decltype(v = v + f(x))>);
+// and what is not zero stays accepted
+static_assert(rwd::coefficient_nonzero<decltype(x = (v - w) * x + f(v))>);
+static_assert(rwd::coefficient_nonzero<decltype(x = (2_c * v - v) * x + f(v))>);
+static_assert(rwd::coefficient_nonzero<decltype(x = (v * w - w * v) * x + f(v))>);  // products compared as written
+static_assert(rwd::identically_zero(v - v) && rwd::identically_zero(0_c * f(v)) && !rwd::identically_zero(v - w));

@@ -413,6 +413,50 @@ constexpr auto calls_of(E) {
   else return inner;
 }
 
+template <expression E>
+constexpr bool identically_zero(E);
+
+namespace detail {
+/// E times c as a linear combination of terms: a tuple of pairs (hana type of a term, rational
+/// coefficient). Sums, differences, negations and constant multiples are split; a product one of
+/// whose factors is identically zero contributes nothing; constants are multiples of `one`; any
+/// other node (a variable, a param, a product, a function or a map) is one term.
+template <expression E>
+constexpr auto linear_terms(E, rational c) {
+  if constexpr (is_constant<E>) return hana::make_tuple(hana::make_pair(hana::type_c<one>, c * E::value));
+  else if constexpr (is_neg<E>) return linear_terms(typename E::negated{}, -c);
+  else if constexpr (is_add<E> || is_sub<E>)
+    return hana::unpack(E::children(), [c](auto a, auto b) {
+      return hana::concat(linear_terms(a, c), linear_terms(b, is_sub<E> ? -c : c));
+    });
+  else if constexpr (is_mul<E>) {
+    using A = typename E::scaled_constant;
+    using B = typename E::scaled_operand;
+    if constexpr (is_constant<A>) return linear_terms(B{}, c * A::value);
+    else if constexpr (identically_zero(A{}) || identically_zero(B{})) return hana::make_tuple();
+    else return hana::make_tuple(hana::make_pair(hana::type_c<E>, c));
+  } else return hana::make_tuple(hana::make_pair(hana::type_c<E>, c));
+}
+}  // namespace detail
+
+/// Is E zero whatever its variables, params, functions and maps hold? Seen through constant
+/// folding, products with a zero factor (0*v, (v - v)*w) and sums whose equal terms cancel
+/// (v - v, 2*v - v - v, x + f(v) - f(v) - x). Products are compared as written: v*w - w*v is not
+/// recognised.
+template <expression E>
+constexpr bool identically_zero(E) {
+  constexpr auto terms = detail::linear_terms(E{}, rational{1, 1});
+  bool zero_sum = true;
+  hana::for_each(terms, [&](auto p) {
+    rational sum{0, 1};
+    hana::for_each(terms, [&](auto q) {
+      if constexpr (std::is_same_v<decltype(hana::first(p)), decltype(hana::first(q))>) sum = sum + hana::second(q);
+    });
+    if (!(sum == rational{0, 1})) zero_sum = false;
+  });
+  return zero_sum;
+}
+
 /// The value of a scalar expression, with runtime params taken from `bindings`.
 template <expression E>
 constexpr double scalar_value(E, const env& bindings) {

@@ -103,7 +103,7 @@ constexpr diagnosis diagnose() {
   using Rhs = typename Assignment::rhs;
   using F = decltype(decompose<T>(Rhs{}));
   if constexpr (F::code != diagnosis::ok) return F::code;
-  else if constexpr (std::is_same_v<typename F::alpha, zero>)
+  else if constexpr (identically_zero(typename F::alpha{}))  // 0*x, x - x, (v - v)*x, (0*v)*x
     return reads<T>(Rhs{}) ? diagnosis::e002_alpha_zero : diagnosis::e003_overwrite;
   else return diagnosis::ok;
 }
