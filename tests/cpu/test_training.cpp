@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -143,7 +145,9 @@ TEST_CASE("parameter files: round trip, and every kind of bad file refused, the 
   const auto other = rwd::momentum(x, v, 0.5_c, f);
   rwd::cpu::model<float, std::remove_cv_t<decltype(other)>> different(other, 3, {.width = 12, .batch = 2, .classes = 3});
   CHECK_THROWS_WITH_AS(different.load(path.string()), doctest::Contains("different block"), rwd::error);
-  CHECK_THROWS_WITH_AS(b.load((path.string() + ".missing")), doctest::Contains("cannot open"), rwd::error);
+  CHECK_THROWS_WITH_AS(b.load((path.string() + ".missing")), doctest::Contains("does not exist"), rwd::error);
+  CHECK_THROWS_WITH_AS(b.load(std::filesystem::temp_directory_path().string()), doctest::Contains("is not a regular file"), rwd::error);
+  CHECK(unchanged());
   CHECK_THROWS_AS(a.save("/nonexistent-folder/x.params"), rwd::error);
   std::filesystem::remove(path);
 }
@@ -160,6 +164,23 @@ TEST_CASE("bad input: non-finite parameters, a runtime alpha of zero") {
   CHECK_THROWS_WITH_AS(runtime_t(runtime, 2, {.width = 12, .batch = 3, .classes = 3}, rwd::env{}.set("mu", 0)),
                        doctest::Contains("rewind E002"), rwd::error);
   CHECK_NOTHROW(runtime_t(runtime, 2, {.width = 12, .batch = 3, .classes = 3}, rwd::env{}.set("mu", 0.5)));
+  // a scalar that is not finite is named
+  CHECK_THROWS_WITH_AS(runtime_t(runtime, 2, {.width = 12, .batch = 3, .classes = 3}, rwd::env{}.set("mu", std::nan(""))),
+                       doctest::Contains("the runtime scalar 'mu' is nan"), rwd::error);
+  CHECK_THROWS_WITH_AS(
+      runtime_t(runtime, 2, {.width = 12, .batch = 3, .classes = 3}, rwd::env{}.set("mu", std::numeric_limits<double>::infinity())),
+      doctest::Contains("the runtime scalar 'mu' is inf"), rwd::error);
+  // every entry point that runs the stack refuses non-finite parameters, not only the gradient
+  CHECK_THROWS_WITH_AS(a.forward(data.batch), doctest::Contains("parameter 5 is not finite"), rwd::error);
+  CHECK_THROWS_WITH_AS(a.predict(data.batch), doctest::Contains("parameter 5 is not finite"), rwd::error);
+  CHECK_THROWS_WITH_AS(a.forward_trace(data.batch), doctest::Contains("parameter 5 is not finite"), rwd::error);
+  const std::vector<std::vector<float>> state(2, std::vector<float>(36, 0.5f));
+  CHECK_THROWS_WITH_AS(a.rewind(state), doctest::Contains("parameter 5 is not finite"), rwd::error);
+  a.parameters()[5] = 0;
+  auto bad_state = state;
+  bad_state[1][7] = std::nanf("");
+  CHECK_THROWS_WITH_AS(a.rewind(bad_state), doctest::Contains("non-finite"), rwd::error);
+  CHECK_NOTHROW(a.rewind(state));
 }
 
 TEST_CASE("threads: for a given thread count the gradient is the same bit for bit") {

@@ -58,12 +58,22 @@ constexpr bool budget_is_static() {
 
 template <class Block>
 constexpr void check_runtime_coefficients(const env& bindings) {
+  hana::for_each(Block::params(), [&](auto t) {  // every runtime scalar is bound, and finite
+    using P = typename decltype(t)::type;
+    const double value = scalar_value(P{}, bindings);
+    if (!(value - value == 0))  // NaN or infinite
+      throw error("rewind: the runtime scalar '" + std::string(P::name) + "' is " + format_double(value, 6) +
+                  "; a block's scalars must be finite");
+  });
   hana::for_each(Block::updates(), [&](auto u) {
     using U = decltype(u);
     if constexpr (coefficient_kind_of<U>() == coefficient_kind::runtime) {
       const print_context ctx{&bindings};
-      if (scalar_value(typename U::alpha{}, bindings) == 0)
-        throw error(e002_runtime(U::text(ctx)));
+      const double alpha = scalar_value(typename U::alpha{}, bindings);
+      if (alpha == 0) throw error(e002_runtime(U::text(ctx)));
+      if (!(alpha - alpha == 0))
+        throw error("rewind: the coefficient alpha of the target is " + format_double(alpha, 6) + " in " + U::text(ctx) +
+                    " (its runtime scalars overflow); the update cannot be inverted");
     }
   });
 }

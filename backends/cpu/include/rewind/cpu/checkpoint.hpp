@@ -69,9 +69,13 @@ void write_checkpoint(const std::string& path, checkpoint_header h, std::span<co
 /// Reads and validates a parameter file made for `expected` (its count, shapes and block).
 template <class T>
 std::vector<T> read_checkpoint(const std::string& path, const checkpoint_header& expected) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw error("rewind: the parameter file " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error("rewind: cannot open the parameter file " + path);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw error("rewind: cannot read the parameter file " + path);
   const std::string where = "rewind: " + path + ": ";
   checkpoint_header h;
   if (bytes.size() < sizeof h + sizeof(std::uint64_t)) throw error(where + "truncated (shorter than a header)");

@@ -123,9 +123,10 @@ class model {
   /// Runs the stack backward from a final state (one width x batch vector per state variable).
   std::vector<std::vector<T>> rewind(const std::vector<std::vector<T>>& final_state) {
     if (final_state.size() != ns) throw error("rewind: rewind() takes one vector per state variable");
+    check_parameters();
     states st(*this);
     for (std::size_t k = 0; k < ns; ++k) {
-      if (final_state[k].size() != st.s[k].size()) throw error("rewind: a state vector has the wrong size");
+      rwd::check_batch(std::span<const T>(final_state[k]), o_.width, o_.batch);
       std::copy(final_state[k].begin(), final_state[k].end(), st.s[k].data());
     }
     for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, false);
@@ -135,6 +136,7 @@ class model {
   /// The whole state (variables one after the other) at the input and after every layer.
   std::vector<std::vector<T>> forward_trace(std::span<const T> batch) {
     rwd::check_batch(batch, o_.width, o_.batch);
+    check_parameters();
     states st(*this);
     st.load(batch, input_);
     std::vector<std::vector<T>> trace{st.flat()};
@@ -150,6 +152,7 @@ class model {
   std::vector<std::vector<T>> rewind_trace(const std::vector<T>& final_state) {
     states st(*this);
     if (final_state.size() != ns * o_.width * o_.batch) throw error("rewind: rewind_trace() takes a whole state");
+    check_parameters();
     for (std::size_t k = 0; k < ns; ++k)
       std::copy_n(final_state.data() + k * o_.width * o_.batch, o_.width * o_.batch, st.s[k].data());
     std::vector<std::vector<T>> trace(depth_ + 1);
@@ -648,6 +651,7 @@ class model {
   /// The whole stack forward from an input batch, nothing kept.
   states run_forward(std::span<const T> batch) {
     rwd::check_batch(batch, o_.width, o_.batch);
+    check_parameters();
     states st(*this);
     st.load(batch, input_);
     for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);

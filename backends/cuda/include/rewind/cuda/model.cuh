@@ -165,11 +165,11 @@ class model {
   /// Runs the stack backward from a final state.
   std::vector<std::vector<T>> rewind(const std::vector<std::vector<T>>& final_state) {
     if (final_state.size() != ns) throw error("rewind: rewind() takes one vector per state variable");
+    for (const auto& s : final_state) rwd::check_batch(std::span<const T>(s), o_.width, o_.batch);
+    queue_parameter_check();
+    check_parameters();
     states st(*this);
-    for (std::size_t k = 0; k < ns; ++k) {
-      if (final_state[k].size() != o_.width * o_.batch) throw error("rewind: a state vector has the wrong size");
-      upload(st.s[k].data(), final_state[k].data(), final_state[k].size(), ctx_.stream());
-    }
+    for (std::size_t k = 0; k < ns; ++k) upload(st.s[k].data(), final_state[k].data(), final_state[k].size(), ctx_.stream());
     for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, false);
     return st.copy_out(*this);
   }
@@ -402,6 +402,8 @@ class model {
 
   states run_forward(std::span<const T> batch) {
     rwd::check_batch(batch, o_.width, o_.batch);
+    queue_parameter_check();
+    check_parameters();
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), ctx_.stream());
     for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
