@@ -35,3 +35,21 @@ static_assert(rwd::coefficient_nonzero<decltype(x = (v - w) * x + f(v))>);
 static_assert(rwd::coefficient_nonzero<decltype(x = (2_c * v - v) * x + f(v))>);
 static_assert(rwd::coefficient_nonzero<decltype(x = (v * w - w * v) * x + f(v))>);  // products compared as written
 static_assert(rwd::identically_zero(v - v) && rwd::identically_zero(0_c * f(v)) && !rwd::identically_zero(v - w));
+
+// invertible<B> is the rules, not the shape: blocks made by hand from canonical updates
+namespace hand_made {
+using X = std::remove_cv_t<decltype(x)>;
+using V = std::remove_cv_t<decltype(v)>;
+using W = std::remove_cv_t<decltype(w)>;
+using FX = decltype(f(x));
+using FV = decltype(f(v));
+static_assert(rwd::invertible<rwd::block_t<rwd::update<X, rwd::one, FV>, rwd::update<V, rwd::one, FX>>>);
+static_assert(!rwd::invertible<rwd::block_t<rwd::update<X, rwd::one, FX>>>);                               // g reads x
+static_assert(!rwd::invertible<rwd::block_t<rwd::update<X, rwd::zero, FV>, rwd::update<V, rwd::one, FX>>>);  // alpha 0
+static_assert(!rwd::invertible<rwd::block_t<rwd::update<X, decltype(v - v), FV>, rwd::update<V, rwd::one, FX>>>);
+static_assert(!rwd::invertible<rwd::block_t<rwd::update<X, X, FV>, rwd::update<V, rwd::one, FX>>>);         // alpha reads x
+static_assert(!rwd::invertible<rwd::block_t<rwd::update<X, rwd::one, W>>>);                                // w is not state
+static_assert(!rwd::invertible<rwd::block_t<>>);
+static_assert(!rwd::invertible<int>);
+static_assert(rwd::invertible<std::remove_cv_t<decltype(rwd::inverse(momentum))>>);
+}  // namespace hand_made

@@ -51,6 +51,26 @@ namespace detail {
 template <class T> inline constexpr bool is_block = false;
 template <class... U> inline constexpr bool is_block<block_t<U...>> = true;
 
+/// Rules 1 to 4 for a canonical update (or inverse update) U of a block whose state is `state`:
+/// its target is a state variable, alpha is not zero whatever the data, neither alpha nor g reads
+/// the target, and they read only the block's state.
+template <class U, class State>
+constexpr bool canonical_update_is_invertible(State state) {
+  using T = typename U::target;
+  using A = typename U::alpha;
+  using G = typename U::g;
+  if constexpr (!state_variable<T>) return false;
+  else {
+    const auto read = insert_all(variables_of(A{}), variables_of(G{}));
+    return !identically_zero(A{}) && !reads<T>(A{}) && !reads<T>(G{}) &&
+           decltype(hana::all_of(read, [&](auto v) { return hana::contains(state, v); }))::value;
+  }
+}
+template <class B>
+constexpr bool updates_are_invertible() {
+  return hana::unpack(B::updates(), [](auto... u) { return (canonical_update_is_invertible<decltype(u)>(B::state()) && ...); });
+}
+
 /// Rule 4 for an assignment within a block whose state is `state`.
 template <class Assignment, class State>
 constexpr bool reads_only_state(State state) {
@@ -84,12 +104,10 @@ inline constexpr bool invertible_assignments =
     sizeof...(Assignments) > 0 && (invertible_update<Assignments> && ...) &&
     (detail::reads_only_state<Assignments>(detail::state_of_assignments<Assignments...>()) && ...);
 
-/// A block of updates, checked against rules 1 to 4: `block(v = 0.9_c*v + f(x), x = x + v)`.
+namespace detail {
+/// block(...) once every target is a state variable: rules 1 to 4, the first violation one message.
 template <class... Assignments>
-constexpr auto block(Assignments...) {
-  static_assert(sizeof...(Assignments) > 0, REWIND_E009);
-  static_assert((state_variable<typename Assignments::target> && ...),
-                "rewind: the target of an update is a state variable (rwd::var<\"x\">)");
+constexpr auto checked_block(Assignments...) {
   constexpr auto state = detail::state_of_assignments<Assignments...>();
   constexpr bool ok_1_to_3 = (invertible_update<Assignments> && ...);
   if constexpr (!ok_1_to_3) {
@@ -102,6 +120,21 @@ constexpr auto block(Assignments...) {
     return block_t<decltype(canonical_update(Assignments{}))...>{};
   }
 }
+}  // namespace detail
+
+/// A block of updates, checked against rules 1 to 4: `block(v = 0.9_c*v + f(x), x = x + v)`.
+template <class... Assignments>
+constexpr auto block(Assignments...) {
+  static_assert(sizeof...(Assignments) > 0, REWIND_E009);
+  constexpr bool targets_are_state = (state_variable<typename Assignments::target> && ...);
+  if constexpr (!targets_are_state) {
+    static_assert(targets_are_state, REWIND_E013);
+    return block_t<>{};  // one message: no rule is checked on such an update
+  } else {
+    return detail::checked_block(Assignments{}...);
+  }
+}
+
 
 /// Several blocks run one after the other, as one block (each was checked when it was made).
 template <class... Blocks>
@@ -112,9 +145,10 @@ constexpr auto chain(Blocks... bs) {
                       [](auto... us) { return block_t<decltype(us)...>{}; });
 }
 
-/// Is B a block that can be run backward? (rule 5: every update of it is).
+/// Is B a block that can be run backward? (rule 5: every update of it is, by rules 1 to 4; a
+/// block made by hand from update<...> types is checked too).
 template <class B>
-concept invertible = detail::is_block<B> && (B::size > 0);
+concept invertible = detail::is_block<B> && (B::size > 0) && detail::updates_are_invertible<B>();
 
 // --- the primitives of physics-style blocks ------------------------------------------------------
 

@@ -48,6 +48,9 @@
   "hexadecimal), small enough to be held as an exact rational"
 #define REWIND_E012                                                                              \
   "rewind E012: a learned map needs at least one layer (dense<N>, dense_same or an activation)"
+#define REWIND_E013                                                                              \
+  "rewind E013 (rule 4): the left of an update must be a state variable (rwd::var<\"x\">), "     \
+  "as in x = x + f(v); a map call, an expression, a param or a constant cannot be assigned to"
 
 namespace rwd {
 

@@ -30,7 +30,13 @@ namespace rwd {
 
 namespace hana = boost::hana;
 
-struct expr_node {};
+/// Every node. Assigning to a node that is not a state variable (f(x) = ..., x + v = ...) makes
+/// an assignment that rwd::block refuses with rewind E013, instead of a plain C++ error; the
+/// nodes bring this operator= into scope (their implicit copy assignment would hide it).
+struct expr_node {
+  template <class Rhs>
+  constexpr auto operator=(Rhs) const;
+};
 
 namespace detail {
 // Kinds of leaves are told by tag bases, not by partial specialisations on class-type template
@@ -71,6 +77,7 @@ std::string to_string(E, const print_context& ctx = {}) {
 
 template <class Name>
 struct basic_param : expr_node, detail::param_tag {
+  using expr_node::operator=;
   static constexpr std::string_view name = Name::view();
   static constexpr auto children() { return hana::make_tuple(); }
   static int precedence(const print_context& ctx) {
@@ -89,6 +96,7 @@ using param = basic_param<name_of<Name>>;
 
 template <long long N, long long D = 1>
 struct constant : expr_node, detail::constant_tag {
+  using expr_node::operator=;
   static_assert(D > 0 && rational::gcd(N, D) == 1, "rewind: constant<N, D> must be normalised");
   static constexpr rational value{N, D};
   static constexpr auto children() { return hana::make_tuple(); }
@@ -110,6 +118,7 @@ using one = constant<1>;
 
 template <expression A>
 struct neg : expr_node {
+  using expr_node::operator=;
   using negated = A;  // for the canonical forms: -(-a) => a, b + (-a) => b - a
   static constexpr auto children() { return hana::make_tuple(A{}); }
   static int precedence(const print_context&) { return detail::prec_neg; }
@@ -120,6 +129,7 @@ struct neg : expr_node {
 
 template <expression A, expression B>
 struct add : expr_node {
+  using expr_node::operator=;
   static constexpr auto children() { return hana::make_tuple(A{}, B{}); }
   static int precedence(const print_context&) { return detail::prec_sum; }
   static std::string text(const print_context& c) {
@@ -129,6 +139,7 @@ struct add : expr_node {
 
 template <expression A, expression B>
 struct sub : expr_node {
+  using expr_node::operator=;
   static constexpr auto children() { return hana::make_tuple(A{}, B{}); }
   static int precedence(const print_context&) { return detail::prec_sum; }
   static std::string text(const print_context& c) {
@@ -139,6 +150,7 @@ struct sub : expr_node {
 
 template <expression A, expression B>
 struct mul : expr_node {
+  using expr_node::operator=;
   using scaled_constant = A;  // for the canonical form c1*(c2*e) => (c1*c2)*e
   using scaled_operand = B;
   static constexpr auto children() { return hana::make_tuple(A{}, B{}); }
@@ -152,6 +164,7 @@ struct mul : expr_node {
 
 template <class Fn, expression A>
 struct apply : expr_node {
+  using expr_node::operator=;
   using function = Fn;
   using argument_type = A;
   static constexpr auto children() { return hana::make_tuple(A{}); }
@@ -163,6 +176,7 @@ struct apply : expr_node {
 
 template <class Map, expression A>
 struct call : expr_node {
+  using expr_node::operator=;
   using map_type = Map;
   using argument = A;
   static constexpr auto children() { return hana::make_tuple(A{}); }
@@ -200,6 +214,13 @@ struct assignment {
   using target = Target;
   using rhs = Rhs;
 };
+
+/// The target of an assignment to something that is not a state variable.
+struct not_a_state_variable {};
+template <class Rhs>
+constexpr auto expr_node::operator=(Rhs) const {
+  return assignment<not_a_state_variable, Rhs>{};
+}
 
 template <class Name>
 struct basic_var : expr_node, detail::var_tag {
@@ -344,8 +365,12 @@ namespace literals {
 template <char... Cs>
 consteval auto operator""_c() {
   constexpr auto parsed = detail::parse_decimal<Cs...>();
-  static_assert(parsed.ok, REWIND_E011);
-  return constant<parsed.num, parsed.den>{};
+  if constexpr (!parsed.ok) {
+    static_assert(parsed.ok, REWIND_E011);
+    return one{};  // one message: a stand-in that no rule after this one rejects
+  } else {
+    return constant<parsed.num, parsed.den>{};
+  }
 }
 }  // namespace literals
 

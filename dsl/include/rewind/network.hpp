@@ -108,16 +108,33 @@ constexpr std::size_t exact_ledger_words(double bits_per_layer, std::size_t dept
   return static_cast<std::size_t>((static_cast<double>(depth) * bits_per_layer + 1) / 16.0) + 1;
 }
 
+namespace detail {
+/// The run-time checks of a network: runtime scalars, and the depth against the budget.
+template <class Scalar, class Policy, class Block, std::size_t Depth>
+constexpr network_t<Scalar, Policy, Block, Depth> checked_network(stack_t<Block, Depth> s, const env& bindings) {
+  check_runtime_coefficients<Block>(bindings);
+  network_t<Scalar, Policy, Block, Depth> n{s.depth, bindings, budget<Scalar>(Block{}, bindings)};
+  if (Policy::checks_budget && n.budget.known() && static_cast<long long>(n.depth) > n.budget.layers)
+    throw error(e007_runtime(scalar_traits<Scalar>::name, n.depth, n.budget));
+  return n;
+}
+}  // namespace detail
+
 /// A network of `stack` in scalar type Scalar under Policy, runtime scalars from `bindings`.
 template <class Scalar, class Policy = policy::strict, class Block, std::size_t Depth>
 constexpr auto network(stack_t<Block, Depth> s, const env& bindings = {}) {
-  if constexpr (Depth != dynamic_depth && Policy::checks_budget && detail::budget_is_static<Block>())
-    static_assert(budget<Scalar>(Block{}).layers >= static_cast<long long>(Depth), REWIND_E007);
-  detail::check_runtime_coefficients<Block>(bindings);
-  network_t<Scalar, Policy, Block, Depth> n{s.depth, bindings, budget<Scalar>(Block{}, bindings)};
-  if (Policy::checks_budget && n.budget.known() && static_cast<long long>(n.depth) > n.budget.layers)
-    throw error(detail::e007_runtime(scalar_traits<Scalar>::name, n.depth, n.budget));
-  return n;
+  constexpr bool over_budget_statically = [] {
+    if constexpr (Depth != dynamic_depth && Policy::checks_budget && detail::budget_is_static<Block>())
+      return budget<Scalar>(Block{}).layers < static_cast<long long>(Depth);
+    else return false;
+  }();
+  if constexpr (over_budget_statically) {
+    static_assert(!over_budget_statically, REWIND_E007);
+    return network_t<Scalar, Policy, Block, Depth>{};  // one message: nothing below is evaluated
+  } else {
+    return detail::checked_network<Scalar, Policy>(s, bindings);
+  }
 }
+
 
 }  // namespace rwd

@@ -86,13 +86,11 @@ struct map_runner {
         T* next = scratch_of[k];  // the first dense layer writes straight into vjp
         Eigen::Map<matrix>(next, s.in, batch).noalias() = W.transpose() * G;  // du = W^T g
         g = next;
-      } else {  // g *= fn'(y), from the activation's output y
+      } else {  // g *= fn'(y), from the activation's output y, as the dsl states it for fn
+        using Fn = typename Layer::function;
         Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> G(g, s.out * batch);
         detail::array_view<T> Y(out[k], s.out * batch);
-        if constexpr (std::is_same_v<typename Layer::function, fn::tanh_fn>) G *= T(1) - Y.square();
-        else if constexpr (std::is_same_v<typename Layer::function, fn::sigmoid_fn>) G *= Y * (T(1) - Y);
-        else if constexpr (std::is_same_v<typename Layer::function, fn::relu_fn>) G *= (Y > T(0)).template cast<T>();
-        else G *= Y;  // exp
+        G *= Y.unaryExpr([](T y) { return Fn::template derivative_from_output<T>(y); });
         if (k == 0) Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(vjp, s.out * batch) = G;
       }
     });
