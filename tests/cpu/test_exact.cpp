@@ -1,6 +1,7 @@
 // mode::exact: the rewind in fixed point with the information ledger.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <rewind/cpu.hpp>
 #include <vector>
@@ -93,9 +94,15 @@ TEST_CASE("exact: a value outside the fixed-point range is an error, not a wrong
   rwd::cpu::model<float, momentum_t> model(momentum, 4, {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits = 48},
                                            rwd::env{}.set("mu", 0.9));
   auto batch = batch_of(48);
+  CHECK_NOTHROW(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::exact));
+  const std::vector<float> gradients(model.gradients().begin(), model.gradients().end()),
+      input_gradient(model.input_gradient().begin(), model.input_gradient().end());
   batch[5] = 100.f;  // 100 > 2^(51 - 48) = 8
   CHECK_THROWS_WITH_AS(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::exact),
                        doctest::Contains("a value of x (100.000000) leaves the fixed-point range +-2^3"), rwd::error);
+  // the model is left as it was: the last step's gradients, not zeros
+  CHECK(std::ranges::equal(model.gradients(), gradients));
+  CHECK(std::ranges::equal(model.input_gradient(), input_gradient));
   CHECK_NOTHROW(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::stored));
 }
 

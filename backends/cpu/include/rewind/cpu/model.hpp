@@ -16,6 +16,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -180,7 +181,6 @@ class model {
     rwd::check_batch(batch, o_.width, o_.batch);
     rwd::check_labels(labels, o_.batch, o_.classes);
     check_parameters();
-    std::fill(grads_.begin(), grads_.end(), T(0));
     const auto done = [&](std::size_t first_final) {
       if (ready) ready(first_final);
     };
@@ -196,6 +196,7 @@ class model {
       if (m == mode::checkpointed && l > 0 && l % segment_ == 0) tape.push_back(st.save(tracker_));
       forward_layer(l, st, m == mode::stored ? &tape : nullptr);
     }
+    std::ranges::fill(grads_, T(0));  // only now: a forward pass that throws leaves them as they were
     const T loss = head(st, labels);
     done(head_offset_);
     for (std::size_t l = depth_; l-- > 0;) {
@@ -620,6 +621,7 @@ class model {
     exact_.ledger_planes = fx.book.planes();
     exact_.ledger_bytes_peak = fx.book.bytes();
     exact_.ledger_bits_per_element = fx.book.bits_in_use() / static_cast<double>(std::max<std::size_t>(1, scaled_variables()) * wb);
+    std::ranges::fill(grads_, T(0));  // only now: a value out of range above leaves them as they were
     const T loss = head(st, labels);
     done(head_offset_);
     for (std::size_t l = depth_; l-- > 0;) {
