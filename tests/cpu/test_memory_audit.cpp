@@ -1,6 +1,9 @@
 // Memory measured by the tracking allocator against the closed-form plan, and the audit.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <rewind/cpu.hpp>
 #include <vector>
 
@@ -70,6 +73,31 @@ TEST_CASE("audit: inside the budget the rewind is exact to float precision") {
   CHECK(r.cosine >= 0.9999995);
   CHECK(r.max_rel_error < 1e-4);
   for (double e : r.layer_error) CHECK(e < 1e-5);
+  // every gradient the step produces, each on its own: the parameters and the input's cotangent
+  REQUIRE(r.gradients.size() == 2);
+  CHECK(r.gradients[0].name == "parameters");
+  CHECK(r.gradients[1].name == "input x");
+  for (const auto& g : r.gradients) {
+    CHECK(g.cosine >= r.cosine);
+    CHECK(g.max_rel_error <= r.max_rel_error);
+  }
+}
+
+TEST_CASE("audit: one wrong gradient is enough, however good the others are") {
+  // a wrong input gradient beside exact parameter gradients (what a rewind that loses the bottom
+  // layers' input does): the summary is the worst of them, not an average that hides it
+  std::vector<double> reference(1000), audited(1000);
+  for (std::size_t i = 0; i < reference.size(); ++i) reference[i] = audited[i] = std::sin(0.1 * static_cast<double>(i));
+  const auto exact = rwd::agreement<double>("parameters", reference, reference);
+  audited[3] = 0.41, reference[3] = 0.27;
+  const auto wrong = rwd::agreement<double>("input x", reference, audited);
+  CHECK(exact.cosine == doctest::Approx(1.0).epsilon(1e-15));
+  CHECK(exact.max_rel_error == 0);
+  CHECK(wrong.max_rel_error == doctest::Approx(0.14).epsilon(1e-6));
+  audited[7] = std::numeric_limits<double>::infinity();
+  const auto overflow = rwd::agreement<double>("input x", reference, audited);
+  CHECK(std::isnan(overflow.cosine));
+  CHECK(std::isinf(overflow.max_rel_error));
 }
 
 TEST_CASE("audit: outside the budget (mu = 0.6, depth 128) the collapse is reported, not hidden") {
@@ -79,6 +107,8 @@ TEST_CASE("audit: outside the budget (mu = 0.6, depth 128) the collapse is repor
   for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37 % 101) / 101.0);
   const auto r = model.audit(batch, std::vector<int>{0, 1, 2, 3, 0, 1});
   CAPTURE(r.cosine);
+  CAPTURE(r.gradients[0].cosine);
+  CAPTURE(r.gradients[1].cosine);
   CAPTURE(r.layer_error.front());
   CHECK(r.layer_error.front() > 1.0);  // the reconstructed input is rubble
   CHECK(r.layer_error.back() < 1e-5);  // the top layer is still fine: the error grows downward

@@ -2,10 +2,12 @@
 // memory plan, the audit's report, and the listener told of finished gradients.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,13 +78,43 @@ struct memory_plan {
   std::size_t total() const { return state_bytes + tape_bytes + workspace_bytes; }
 };
 
-/// What the audit reports: how well the rewind reconstructs and how close the two gradients are.
+/// How close one gradient of the audited mode is to stored backprop's.
+struct gradient_agreement {
+  std::string name;          // "parameters", or "input x" (dloss/d of the input variable)
+  double cosine = 0;         // NaN when the audited gradient is not finite
+  double max_rel_error = 0;  // max |audited - stored| / max |stored|; infinite when not finite
+};
+
+/// What the audit reports: how well the rewind reconstructs and how close every gradient the
+/// step produces is to stored backprop's. A rewind error concentrated in the bottom layers barely
+/// moves the parameters' cosine but wrecks the input gradient, so each is compared on its own and
+/// the summary is the worst of them.
 struct audit_report {
-  std::vector<double> layer_error;  // relative error of the reconstructed input of each layer
-  double cosine = 0;                // between the audited mode's gradient and stored backprop's
-  double max_rel_error = 0;         // max |audited - stored| / max |stored|
+  std::vector<double> layer_error;         // relative error of the reconstructed input of each layer
+  std::vector<gradient_agreement> gradients;  // parameters, then the input variable's cotangent
+  double cosine = 0;                       // the lowest cosine of any of them
+  double max_rel_error = 0;                // the largest max_rel_error of any of them
   double loss = 0;
 };
+
+/// Cosine and max relative error of `audited` against `reference`, in double.
+template <class T>
+gradient_agreement agreement(std::string name, std::span<const T> reference, std::span<const T> audited) {
+  double dot = 0, nr = 0, na = 0, scale = 0, worst = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    const double r = reference[i], a = audited[i];
+    dot += r * a, nr += r * r, na += a * a;
+    scale = std::max(scale, std::abs(r));
+    worst = std::max(worst, std::abs(r - a));
+  }
+  gradient_agreement g{std::move(name), nr > 0 && na > 0 ? dot / std::sqrt(nr * na) : (nr == na ? 1.0 : 0.0),
+                       scale > 0 ? worst / scale : worst};
+  if (!std::isfinite(na) || !std::isfinite(worst)) {  // the rewind overflowed: say so
+    g.cosine = std::numeric_limits<double>::quiet_NaN();
+    g.max_rel_error = std::numeric_limits<double>::infinity();
+  }
+  return g;
+}
 
 /// Told, during a backward pass, each time a suffix of the gradient arena is final: gradients()
 /// from the offset it is given to the end hold their final values. The head comes first (it sits

@@ -263,20 +263,14 @@ class model {
   audit_report audit(std::span<const T> batch, std::span<const int> labels, mode m = mode::reversible) {
     audit_report r;
     r.loss = loss_and_gradient(batch, labels, mode::stored);
-    const std::vector<T> stored(grads_.begin(), grads_.end());
+    const std::vector<T> stored(grads_.begin(), grads_.end()), stored_input(input_grad_);
     loss_and_gradient(batch, labels, m);
-    double dot = 0, ns2 = 0, nr2 = 0, scale = 0, worst = 0;
-    for (std::size_t i = 0; i < stored.size(); ++i) {
-      const double s = stored[i], v = grads_[i];
-      dot += s * v, ns2 += s * s, nr2 += v * v;
-      scale = std::max(scale, std::abs(s));
-    }
-    for (std::size_t i = 0; i < stored.size(); ++i) worst = std::max(worst, std::abs(double(stored[i]) - grads_[i]));
-    r.cosine = ns2 > 0 && nr2 > 0 ? dot / std::sqrt(ns2 * nr2) : 0;
-    r.max_rel_error = scale > 0 ? worst / scale : 0;
-    if (!std::isfinite(nr2) || !std::isfinite(worst)) {  // the rewind overflowed: say so
-      r.cosine = std::numeric_limits<double>::quiet_NaN();
-      r.max_rel_error = std::numeric_limits<double>::infinity();
+    r.gradients.push_back(agreement<T>("parameters", stored, grads_));
+    r.gradients.push_back(agreement<T>("input " + variable_name(input_), stored_input, input_grad_));
+    r.cosine = 1, r.max_rel_error = 0;
+    for (const auto& g : r.gradients) {  // the worst of them; NaN (not finite) wins
+      r.cosine = std::isnan(g.cosine) || std::isnan(r.cosine) ? std::numeric_limits<double>::quiet_NaN() : std::min(r.cosine, g.cosine);
+      r.max_rel_error = std::max(r.max_rel_error, g.max_rel_error);
     }
     // reconstruction: keep every layer's input on the way up, compare on the way down
     states st(*this);
