@@ -22,20 +22,6 @@ struct cell {
   long long layers = 0;
 };
 
-/// Cosine and max relative error of a gradient against stored backprop's (as the CPU's audit).
-template <class T>
-std::pair<double, double> agreement(const std::vector<T>& stored, const std::vector<T>& other) {
-  double dot = 0, ns2 = 0, no2 = 0, scale = 0, worst = 0;
-  for (std::size_t i = 0; i < stored.size(); ++i) {
-    const double s = stored[i], v = other[i];
-    dot += s * v, ns2 += s * s, no2 += v * v;
-    scale = std::max(scale, std::abs(s));
-    worst = std::max(worst, std::abs(s - v));
-  }
-  if (!std::isfinite(no2) || !std::isfinite(worst)) return {std::nan(""), INFINITY};
-  return {ns2 > 0 && no2 > 0 ? dot / std::sqrt(ns2 * no2) : 0, scale > 0 ? worst / scale : 0};
-}
-
 template <class T>
 cell measure(const std::string& policy, double mu, std::size_t depth, const budget_options& o) {
   const rwd::env e = rwd::env{}.set("mu", mu);
@@ -54,8 +40,8 @@ cell measure(const std::string& policy, double mu, std::size_t depth, const budg
     gpu->loss_and_gradient(data, labels, rwd::mode::stored);
     const std::vector<T> stored = gpu->gradients();
     gpu->loss_and_gradient(data, labels, parse_mode(policy));
-    const auto [cosine, rel] = agreement(stored, gpu->gradients());
-    return {policy, mu, depth, cosine, rel, net.budget.depth, net.budget.layers};
+    const auto g = rwd::agreement<T>("parameters", stored, gpu->gradients());  // the GPU engine's parameters only
+    return {policy, mu, depth, g.cosine, g.max_rel_error, net.budget.depth, net.budget.layers};
   }
   const auto a = model.audit(data, labels, parse_mode(policy));
   return {policy, mu, depth, a.cosine, a.max_rel_error, net.budget.depth, net.budget.layers};

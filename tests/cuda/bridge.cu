@@ -24,13 +24,7 @@ std::string unavailable() { return rwd::cuda::no_device().value_or(""); }
 template <class T>
 step_result run(const std::string& block, std::size_t depth, const rwd::options& o, const std::vector<T>& params,
                 const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m) {
-  if (block == "momentum") return run_block<T>(tb::momentum, depth, o, params, batch, labels, m);
-  if (block == "leapfrog") return run_block<T>(tb::leapfrog, depth, o, params, batch, labels, m);
-  if (block == "coupling") return run_block<T>(tb::coupling, depth, o, params, batch, labels, m);
-  if (block == "three") return run_block<T>(tb::three, depth, o, params, batch, labels, m);
-  if (block == "runtime_mu") return run_block<T>(tb::runtime_mu, depth, o, params, batch, labels, m);
-  if (block == "affine") return run_block<T>(tb::affine, depth, o, params, batch, labels, m);
-  throw rwd::error("rewind: the bridge knows no block '" + block + "'");
+  return with_block(block, [&](auto b) { return run_block<T>(b, depth, o, params, batch, labels, m); });
 }
 template step_result run<float>(const std::string&, std::size_t, const rwd::options&, const std::vector<float>&, const std::vector<float>&,
                                 const std::vector<int>&, rwd::mode);

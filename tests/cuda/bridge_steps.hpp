@@ -4,13 +4,28 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include <rewind/optim.hpp>
 
+#include "../dsl/blocks.hpp"
 #include "bridge.hpp"
 
 namespace gpu_bridge {
+
+/// Calls f with the test block of that name (tests/dsl/blocks.hpp); the names bridge::run knows.
+template <class F>
+decltype(auto) with_block(const std::string& block, F&& f) {
+  namespace tb = test_blocks;
+  if (block == "momentum") return f(tb::momentum);
+  if (block == "leapfrog") return f(tb::leapfrog);
+  if (block == "coupling") return f(tb::coupling);
+  if (block == "three") return f(tb::three);
+  if (block == "runtime_mu") return f(tb::runtime_mu);
+  if (block == "affine") return f(tb::affine);
+  throw rwd::error("rewind: the bridge knows no block '" + block + "'");
+}
 
 inline constexpr rwd::sgd sgd_step{.lr = 0.05, .momentum = 0.9};
 inline constexpr rwd::adam adam_step{.lr = 0.01};

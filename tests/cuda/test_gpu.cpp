@@ -19,20 +19,8 @@
 #include "bridge_steps.hpp"
 
 namespace {
-namespace tb = test_blocks;
 using gpu_bridge::step_result;
-
-/// Calls f with the test block of that name.
-template <class F>
-decltype(auto) with_block(const std::string& block, F&& f) {
-  if (block == "momentum") return f(tb::momentum);
-  if (block == "leapfrog") return f(tb::leapfrog);
-  if (block == "coupling") return f(tb::coupling);
-  if (block == "three") return f(tb::three);
-  if (block == "runtime_mu") return f(tb::runtime_mu);
-  if (block == "affine") return f(tb::affine);
-  throw rwd::error("test_gpu: no block '" + block + "'");
-}
+using gpu_bridge::with_block;
 
 /// The options of a test case, with the block's own input and output variables (the couplings
 /// have x1 and x2, not x).
