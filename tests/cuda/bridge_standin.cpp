@@ -45,31 +45,12 @@ template step_result run<double>(const std::string&, std::size_t, const rwd::opt
                                  const std::vector<double>&, const std::vector<int>&, rwd::mode);
 
 std::string refusals() {
-  std::string out;
-  auto expect = [&](auto&& f) {
-    try {
-      f();
-      out += "(accepted)\n";
-    } catch (const rwd::error& e) {
-      out += std::string(e.what()) + "\n";
-    }
-  };
   using model_t = rwd::cpu::model<float, std::remove_cv_t<decltype(tb::momentum)>>;
-  model_t m(tb::momentum, 4, {.width = 8, .batch = 3, .classes = 3});
-  const std::vector<float> good(24, 0.5f);
-  const std::vector<int> labels{0, 1, 2};
-  expect([&] { m.loss_and_gradient(std::vector<float>(23, 0.f), labels, rwd::mode::reversible); });
-  std::vector<float> nan = good;
-  nan[5] = std::nanf("");
-  expect([&] { m.loss_and_gradient(nan, labels, rwd::mode::reversible); });
-  expect([&] { m.loss_and_gradient(good, std::vector<int>{0, 1, 3}, rwd::mode::reversible); });
-  expect([&] { m.apply(rwd::adam{.lr = 0.01, .beta2 = 1.0}); });
-  m.loss_and_gradient(good, labels, rwd::mode::reversible);
-  m.parameters()[3] = std::nanf("");
-  expect([&] { m.loss_and_gradient(good, labels, rwd::mode::stored); });
-  model_t deep(tb::momentum, 200, {.width = 8, .batch = 3, .classes = 3});
-  expect([&] { deep.loss_and_gradient(good, labels, rwd::mode::reversible); });
-  return out;
+  refusal_log log;
+  common_refusals(
+      log, [](std::size_t depth) { return model_t(tb::momentum, depth, {.width = 8, .batch = 3, .classes = 3}); },
+      [](model_t& m) { m.parameters()[3] = std::nanf(""); });
+  return log.text();
 }
 
 }  // namespace gpu_bridge

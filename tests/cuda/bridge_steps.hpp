@@ -1,8 +1,9 @@
-// The sequence of calls every bridge makes of its engine, written once: a step, forward and
-// rewind, predictions, one SGD step, a second gradient and one Adam step (a switch of optimizer:
-// Adam must start afresh, as on the CPU).
+// What every bridge does with its engine, written once: the sequence of calls (a step, forward
+// and rewind, predictions, one SGD step, a second gradient and one Adam step: a switch of
+// optimizer, so Adam must start afresh, as on the CPU), and the bad input every engine refuses.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -56,6 +57,45 @@ step_result record(Model& model, const std::vector<S>& batch, const std::vector<
   model.apply(adam_step);
   r.after_adam = widen(model.parameters());
   return r;
+}
+
+/// What an engine said to each attempt, one line each: its rwd::error's message, or "(accepted)".
+class refusal_log {
+ public:
+  template <class F>
+  void expect(F&& attempt) {
+    try {
+      attempt();
+      text_ += "(accepted)\n";
+    } catch (const rwd::error& e) {
+      text_ += std::string(e.what()) + "\n";
+    }
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+/// What every engine refuses, on float models made by make(depth) (width 8, batch 3, 3 classes):
+/// a batch of the wrong size, a non-finite batch value, a label out of range, Adam with beta2 = 1,
+/// a step after spoil(model) made a parameter NaN, and reversible mode past the budget.
+template <class Make, class Spoil>
+void common_refusals(refusal_log& log, Make make, Spoil spoil) {
+  auto m = make(4);
+  const std::vector<float> good(24, 0.5f);
+  const std::vector<int> labels{0, 1, 2};
+  log.expect([&] { m.loss_and_gradient(std::vector<float>(23, 0.f), labels, rwd::mode::reversible); });
+  std::vector<float> nan = good;
+  nan[5] = std::nanf("");
+  log.expect([&] { m.loss_and_gradient(nan, labels, rwd::mode::reversible); });
+  log.expect([&] { m.loss_and_gradient(good, std::vector<int>{0, 1, 3}, rwd::mode::reversible); });
+  log.expect([&] { m.apply(rwd::adam{.lr = 0.01, .beta2 = 1.0}); });
+  m.loss_and_gradient(good, labels, rwd::mode::reversible);  // a good step, then a parameter spoilt
+  spoil(m);
+  log.expect([&] { m.loss_and_gradient(good, labels, rwd::mode::stored); });
+  auto deep = make(200);
+  log.expect([&] { deep.loss_and_gradient(good, labels, rwd::mode::reversible); });
 }
 
 }  // namespace gpu_bridge
