@@ -66,4 +66,12 @@ inline std::string e002_runtime(const std::string& update_text) {
          update_text + "; the update cannot be inverted";
 }
 
+/// Run-time twin of E002 for a data-dependent alpha: elements of it that are zero, denormal or
+/// not finite, as the engine computed them in one layer.
+inline std::string e002_elements(const std::string& update_text, std::size_t layer, std::size_t bad, std::size_t total) {
+  return "rewind E002 (rule 2): the coefficient alpha of the target is zero, denormal or not finite at " + std::to_string(bad) +
+         " of " + std::to_string(total) + " elements in layer " + std::to_string(layer) + ", update " + update_text +
+         "; the update cannot be inverted there (mode::stored never divides by alpha)";
+}
+
 }  // namespace rwd

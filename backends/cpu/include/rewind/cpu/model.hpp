@@ -394,7 +394,8 @@ class model {
       }
       uf.place_calls(base, o_.width, o_.batch);
       compute_calls(l, uf);
-      Eigen::Map<array>(target, n) = lower<Layout, typename U::rhs, T>(uf.f, n);  // s <- alpha*s + g
+      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) apply_checked<U>(uf, target, l, false);
+      else Eigen::Map<array>(target, n) = lower<Layout, typename U::rhs, T>(uf.f, n);  // s <- alpha*s + g
       if (tape) tape->push_back(std::move(ws));
     });
   }
@@ -410,7 +411,7 @@ class model {
       buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0)) * o_.batch);
       T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
       compute_calls(l, uf);  // g does not read the target: these are the forward's calls
-      invert_update<U>(uf, st);
+      invert_update<U>(l, uf, st);
       if (with_adjoint) {
         uf.place_steps(steps, o_.width, o_.batch);
         apply_adjoint<U>(l, uf, st);
@@ -419,13 +420,45 @@ class model {
   }
 
   template <class U>
-  void invert_update(update_frame<U>& uf, states& st) const {
+  void invert_update(std::size_t l, update_frame<U>& uf, states& st) const {
     using Layout = typename update_frame<U>::Layout;
     const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
     T* target = st.s[Layout::template state_index<typename U::target>].data();
-    Eigen::Map<array>(target, n) =  // s <- (s - g) / alpha
-        (lower<Layout, typename U::target, T>(uf.f, n) - lower<Layout, typename U::g, T>(uf.f, n)) /
-        lower<Layout, typename U::alpha, T>(uf.f, n);
+    if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) apply_checked<U>(uf, target, l, true);
+    else
+      Eigen::Map<array>(target, n) =  // s <- (s - g) / alpha
+          (lower<Layout, typename U::target, T>(uf.f, n) - lower<Layout, typename U::g, T>(uf.f, n)) /
+          lower<Layout, typename U::alpha, T>(uf.f, n);
+  }
+
+  /// s <- alpha*s + g, or its inverse s <- (s - g) / alpha, for an alpha that reads the data: in
+  /// chunks that stay in the cache, alpha is evaluated once per element, counted where it is zero,
+  /// denormal or not finite, and used; any such element is an error naming the update and the
+  /// layer (the state is then void, as the step that throws).
+  template <class U>
+  void apply_checked(update_frame<U>& uf, T* target, std::size_t layer, bool inverse) const {
+    using Layout = typename update_frame<U>::Layout;
+    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
+    const auto alpha = lower<Layout, typename U::alpha, T>(uf.f, n);
+    const auto g = lower<Layout, typename U::g, T>(uf.f, n);
+    const auto part = [](const auto& e, Eigen::Index i, Eigen::Index len) {
+      if constexpr (detail::is_scalar_value<decltype(e)>) return e;
+      else return e.segment(i, len);
+    };
+    Eigen::Map<array> s(target, n);
+    constexpr Eigen::Index chunk = 512;
+    Eigen::Array<T, chunk, 1> a;
+    Eigen::Index bad = 0;
+    for (Eigen::Index i = 0; i < n; i += chunk) {
+      const Eigen::Index len = std::min(chunk, n - i);
+      auto ai = a.head(len);
+      ai = part(alpha, i, len);
+      bad += len - (ai.abs() >= std::numeric_limits<T>::min() && ai.abs() <= std::numeric_limits<T>::max()).count();
+      if (inverse) s.segment(i, len) = (s.segment(i, len) - part(g, i, len)) / ai;
+      else s.segment(i, len) = ai * s.segment(i, len) + part(g, i, len);
+    }
+    if (bad > 0) [[unlikely]]
+      throw error(rwd::e002_elements(U::text(), layer, static_cast<std::size_t>(bad), static_cast<std::size_t>(n)));
   }
 
   template <class U>
