@@ -9,16 +9,12 @@
 
 #include <rewind/cpu.hpp>
 
-using namespace rwd::literals;
+#include "../dsl/blocks.hpp"
 
 namespace {
-inline constexpr rwd::var<"x"> x;
-inline constexpr rwd::var<"v"> v;
-inline constexpr auto f = rwd::map<"f">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
-inline constexpr auto g = rwd::map<"g">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
 // alpha = exp(v): v's input values choose alpha exactly (exp(-200) is 0 in float, exp(-100) is
 // denormal, exp(100) is infinite)
-inline constexpr auto gated = rwd::block(x = rwd::exp(v) * x + f(v), v = v + g(x));
+using test_blocks::gated;
 using gated_t = std::remove_cv_t<decltype(gated)>;
 const rwd::options options{.width = 6, .batch = 4, .classes = 3, .seed = 3, .input = "v", .output = "x"};
 

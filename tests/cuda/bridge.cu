@@ -47,8 +47,14 @@ std::string refusals_of(Block b) {
   log.expect([&] { m.set_parameters(std::vector<float>(3, 0.f)); });
   return log.text();
 }
+template <class Block>
+std::string alpha_refusals_of(Block b) {
+  refusal_log log;
+  alpha_refusals(log, [&] { return rwd::cuda::model<float, Block>(b, 6, gated_options); });
+  return log.text();
+}
 }  // namespace
 
-std::string refusals() { return refusals_of(tb::momentum); }
+std::string refusals() { return refusals_of(tb::momentum) + alpha_refusals_of(tb::gated); }
 
 }  // namespace gpu_bridge

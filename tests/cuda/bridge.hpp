@@ -40,8 +40,8 @@ step_result run(const std::string& block, std::size_t depth, const rwd::options&
                 const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m);
 
 /// The messages of the engine refusing bad input (wrong sizes, non-finite values, bad labels,
-/// a setting the engine does not run, reversible past the budget), one per line; "(accepted)"
-/// for each that was not refused.
+/// a setting the engine does not run, reversible past the budget, an alpha from the data that is
+/// zero in each float mode), one per line; "(accepted)" for each that was not refused.
 std::string refusals();
 
 }  // namespace gpu_bridge

@@ -98,4 +98,18 @@ void common_refusals(refusal_log& log, Make make, Spoil spoil) {
   log.expect([&] { deep.loss_and_gradient(good, labels, rwd::mode::reversible); });
 }
 
+/// The options of models of test_blocks::gated: v takes the input, so the input chooses alpha.
+inline const rwd::options gated_options{.width = 6, .batch = 4, .classes = 3, .seed = 3, .input = "v", .output = "x"};
+
+/// An alpha that reads the data and is zero at one element (the input -200 makes exp(v) zero in
+/// float), on a model of test_blocks::gated made by make(): refused in every float mode.
+template <class Make>
+void alpha_refusals(refusal_log& log, Make make) {
+  auto m = make();
+  std::vector<float> batch(24, 0.25f);
+  batch[5] = -200.f;
+  for (auto mode : {rwd::mode::stored, rwd::mode::reversible, rwd::mode::checkpointed})
+    log.expect([&] { m.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, mode); });
+}
+
 }  // namespace gpu_bridge

@@ -192,6 +192,12 @@ TEST_CASE("gpu: bad input is refused with a clear error") {
   CHECK(said.find("adam needs") != std::string::npos);
   CHECK(said.find("is not finite") != std::string::npos);
   CHECK(said.find("rewind E007") != std::string::npos);
+  // an alpha from the data, zero at one element: stored, reversible and checkpointed all say where
+  std::size_t alpha_refusals = 0;
+  for (auto at = said.find("at 1 of 24 elements in layer 0, update x <- exp(v)*x + f(v)"); at != std::string::npos;
+       at = said.find("at 1 of 24 elements in layer 0, update x <- exp(v)*x + f(v)", at + 1))
+    ++alpha_refusals;
+  CHECK(alpha_refusals == 3);
   if (gpu_bridge::engine() == "cuda") {
     CHECK(said.find("mode::exact runs on the CPU backend") != std::string::npos);
     CHECK(said.find("parameters for a model of") != std::string::npos);

@@ -76,6 +76,28 @@ int check_block(Block, double mu = 0.7) {
                           cpu_eval<Layout, typename U::alpha>(g);
     run(rwd::cuda::invert_op<Layout, U, double>{g, target.data()});
     CHECK(max_diff(inverse, target) < 1e-14);
+    if constexpr (rwd::coefficient_kind_of<U>() == rwd::coefficient_kind::data_dependent) {
+      // the checked functor the GPU engine runs for such an alpha: the same update and inverse,
+      // counting the elements whose alpha cannot be divided by (none here; two below)
+      const std::size_t t = Layout::template state_index<typename U::target>;
+      std::vector<double> checked_target(f.state[t], f.state[t] + n);
+      auto h = f;
+      h.state[t] = checked_target.data();
+      unsigned bad = 0;
+      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false});
+      CHECK(max_diff(cpu_eval<Layout, typename U::rhs>(f), checked_target) < 1e-14);
+      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, true});
+      CHECK(max_diff(Eigen::Map<const array>(f.state[t], n), checked_target) < 1e-12);
+      CHECK(bad == 0);
+      // the alpha's map call (affine: exp(s(x2))): -800 underflows to 0, 800 overflows
+      constexpr std::size_t c = Layout::template call_index<decltype(tb::s(tb::x2))>;
+      std::vector<double> call(f.calls[c], f.calls[c] + n);
+      call[3] = -800, call[100] = 800;
+      h.calls[c] = call.data();
+      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false});
+      CHECK(bad == 2);
+      ++checked;
+    }
     // every step of its adjoint: map cotangents, accumulations, assignments
     hana::for_each(rwd::adjoint(U{}).steps(), [&](auto step) {
       using S = std::remove_cvref_t<decltype(step)>;

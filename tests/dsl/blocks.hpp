@@ -1,4 +1,4 @@
-// The blocks the DSL tests use: eight accepted kinds and a data-dependent one.
+// The blocks the DSL tests use: eight accepted kinds and two data-dependent ones.
 #pragma once
 
 #include <rewind/rewind.hpp>
@@ -37,4 +37,6 @@ inline constexpr auto long_sum =
     rwd::block(x = x + v + 0.5_c * w - f(v) + g(w) + rwd::tanh(v) - 3_c * w, v = v + f(x), w += x);
 // 9. affine coupling: a data-dependent alpha
 inline constexpr auto affine = rwd::block(x1 = x1 * rwd::exp(s(x2)) + t(x2), x2 = x2 + F(x1));
+// 10. a gate exp(v): a data-dependent alpha that the input chooses (exp(-200) is 0 in float)
+inline constexpr auto gated = rwd::block(x = rwd::exp(v) * x + f(v), v = v + g(x));
 }  // namespace test_blocks

@@ -48,6 +48,9 @@ class model {
   using Maps = std::remove_const_t<decltype(Block::maps())>;
   static constexpr std::size_t ns = Block::state_size;
   static constexpr std::size_t n_params = decltype(hana::length(Params{}))::value;
+  static constexpr bool has_data_alpha = hana::unpack(Block::updates(), [](auto... u) {
+    return ((coefficient_kind_of<decltype(u)>() == coefficient_kind::data_dependent) || ... || false);
+  });
   template <class U>
   using update_plan = rwd::update_plan<State, Params, U>;
   template <class U>
@@ -73,6 +76,7 @@ class model {
     labels_ = device_buffer<int>(fixed_, o.batch);
     losses_ = device_buffer<double>(fixed_, o.batch);
     flag_ = device_buffer<int>(fixed_, 1);
+    if constexpr (has_data_alpha) alpha_bad_ = device_buffer<unsigned>(fixed_, 2 * depth * Block::size);
     initialise(o.seed);
   }
 
@@ -125,6 +129,7 @@ class model {
                   "; in this model: use mode::checkpointed, or options.lossy");
     const cudaStream_t s = ctx_.stream();
     queue_parameter_check();
+    queue_alpha_check();
     REWIND_CUDA(cudaMemsetAsync(grads_.data(), 0, grads_.size() * sizeof(T), s));
     upload(labels_.data(), labels.data(), labels.size(), s);
     states st(*this);
@@ -153,6 +158,7 @@ class model {
     download_async(input_grad_.data(), st.b[input_].data(), input_grad_.size(), s);
     download_async(losses.data(), losses_.data(), losses.size(), s);
     check_parameters();  // the step's one synchronisation
+    check_alphas();
     double loss = 0;
     for (double v : losses) loss += v;  // in a fixed order, as the CPU does
     if (!std::isfinite(loss)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
@@ -170,7 +176,9 @@ class model {
     check_parameters();
     states st(*this);
     for (std::size_t k = 0; k < ns; ++k) upload(st.s[k].data(), final_state[k].data(), final_state[k].size(), ctx_.stream());
+    queue_alpha_check();
     for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, false);
+    check_alphas();
     return st.copy_out(*this);
   }
 
@@ -281,6 +289,36 @@ class model {
     REWIND_CUDA(cudaMemsetAsync(flag_.data(), 0, sizeof(int), s));
     for_each(nonfinite_op<T>{params_.data(), flag_.data()}, arena_.total, s);
   }
+  /// The counter of bad alpha elements of update ui in layer l, forward or rewound (null when no
+  /// alpha of the block reads the data).
+  unsigned* alpha_counter(bool rewound, std::size_t l, std::size_t ui) {
+    return alpha_bad_.data() + ((rewound ? depth_ : 0) + l) * Block::size + ui;
+  }
+  /// Zeroes the alpha counters before a pass.
+  void queue_alpha_check() {
+    if constexpr (has_data_alpha)
+      REWIND_CUDA(cudaMemsetAsync(alpha_bad_.data(), 0, alpha_bad_.size() * sizeof(unsigned), ctx_.stream()));
+  }
+  /// Waits for the stream, then throws rewind E002 naming the update and the layer where an alpha
+  /// that reads the data was zero, denormal or not finite: the lowest such layer of the forward
+  /// pass, else the highest of the rewind (where the CPU engine stops).
+  void check_alphas() {
+    if constexpr (has_data_alpha) {
+      std::vector<unsigned> bad(alpha_bad_.size());
+      download(bad.data(), alpha_bad_.data(), bad.size(), ctx_.stream());
+      std::array<std::string, Block::size> texts;
+      std::size_t k = 0;
+      hana::for_each(Block::updates(), [&](auto u) { texts[k++] = decltype(u)::text(); });
+      const std::size_t per_pass = depth_ * Block::size;
+      auto report = [&](std::size_t at) {
+        throw error(rwd::e002_elements(texts[at % Block::size], (at % per_pass) / Block::size, bad[at], o_.width * o_.batch));
+      };
+      for (std::size_t at = 0; at < per_pass; ++at)
+        if (bad[at]) report(at);
+      for (std::size_t at = 2 * per_pass; at-- > per_pass;)
+        if (bad[at]) report(at);
+    }
+  }
   /// Waits for the stream, then throws when a parameter was not finite (the flag queued by
   /// queue_parameter_check; the gradients of such a step are garbage, the parameters unchanged).
   void check_parameters() {
@@ -316,6 +354,7 @@ class model {
 
   void forward_layer(std::size_t l, states& st, std::vector<device_buffer<T>>* tape) {
     const std::size_t n = o_.width * o_.batch;
+    std::size_t ui = 0;  // the update's position in the block
     hana::for_each(Block::updates(), [&](auto u) {
       using U = decltype(u);
       using P = update_plan<U>;
@@ -331,13 +370,18 @@ class model {
       }
       uf.place_calls(base, o_.width, o_.batch);
       compute_calls(l, uf);
-      for_each(assign_op<Layout, typename U::rhs, T>{uf.f, target}, n, ctx_.stream());  // s <- alpha*s + g
+      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
+        for_each(checked_update_op<Layout, U, T>{uf.f, target, alpha_counter(false, l, ui), false}, n, ctx_.stream());
+      else for_each(assign_op<Layout, typename U::rhs, T>{uf.f, target}, n, ctx_.stream());  // s <- alpha*s + g
       if (tape) tape->push_back(std::move(ws));
+      ++ui;
     });
   }
 
   void rewind_layer(std::size_t l, states& st, bool with_adjoint) {
+    std::size_t ui = Block::size;  // the update's position in the block, counted down
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
+      --ui;
       using U = decltype(u);
       using P = update_plan<U>;
       using Layout = typename P::Layout;
@@ -347,7 +391,9 @@ class model {
       T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
       compute_calls(l, uf);
       T* target = st.s[Layout::template state_index<typename U::target>].data();
-      for_each(invert_op<Layout, U, T>{uf.f, target}, o_.width * o_.batch, ctx_.stream());  // s <- (s - g) / alpha
+      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
+        for_each(checked_update_op<Layout, U, T>{uf.f, target, alpha_counter(true, l, ui), true}, o_.width * o_.batch, ctx_.stream());
+      else for_each(invert_op<Layout, U, T>{uf.f, target}, o_.width * o_.batch, ctx_.stream());  // s <- (s - g) / alpha
       if (with_adjoint) {
         uf.place_steps(steps, o_.width, o_.batch);
         apply_adjoint<U>(l, uf, st);
@@ -406,7 +452,9 @@ class model {
     check_parameters();
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), ctx_.stream());
+    queue_alpha_check();
     for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
+    check_alphas();
     return st;
   }
 
@@ -444,6 +492,7 @@ class model {
   device_tracker fixed_, tracker_;  // fixed_: arenas, labels, losses; tracker_: a step's buffers
   device_buffer<T> params_, grads_, first_, second_;
   device_buffer<int> labels_, flag_;
+  device_buffer<unsigned> alpha_bad_;  // per pass (forward, rewind), layer and update: bad alpha elements
   device_buffer<double> losses_;
   std::vector<T> input_grad_;
   long long steps_ = 0;

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <type_traits>
 
 #include <rewind/functions.hpp>
@@ -41,6 +42,38 @@ struct invert_op {
   REWIND_HOST_DEVICE void operator()(std::size_t i) const {
     target[i] = (evaluate<Layout, typename U::target, T>(f, i) - evaluate<Layout, typename U::g, T>(f, i)) /
                 evaluate<Layout, typename U::alpha, T>(f, i);
+  }
+};
+
+/// Can the rewind divide by a? Not when it is zero, denormal or not finite.
+template <class T>
+REWIND_HOST_DEVICE bool usable_alpha(T a) {
+  const T m = a < T(0) ? -a : a;
+  return m >= std::numeric_limits<T>::min() && m <= std::numeric_limits<T>::max();  // false for NaN
+}
+
+/// ++*counter, atomically on the device.
+REWIND_HOST_DEVICE inline void count_one(unsigned* counter) {
+#ifdef __CUDA_ARCH__
+  atomicAdd(counter, 1u);
+#else
+  ++*counter;
+#endif
+}
+
+/// Update U with an alpha that reads the data, forward (s <- alpha*s + g) or inverse
+/// (s <- (s - g) / alpha): alpha evaluated once per element, and counted in *bad where the rewind
+/// could not divide by it (the engine reads the count at its next synchronisation).
+template <class Layout, class U, class T>
+struct checked_update_op {
+  typename Layout::template frame<T> f;
+  T* target;
+  unsigned* bad;
+  bool inverse;
+  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
+    const T a = evaluate<Layout, typename U::alpha, T>(f, i), g = evaluate<Layout, typename U::g, T>(f, i);
+    if (!usable_alpha(a)) count_one(bad);
+    target[i] = inverse ? (target[i] - g) / a : a * target[i] + g;
   }
 };
 
