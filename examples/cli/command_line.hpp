@@ -1,0 +1,106 @@
+// rewind cli: the command line of the rewind program: every subcommand, its options and their
+// checks, parsed by CLI11 into the options of commands.hpp. Apart from main.cpp so that the parser
+// can be fuzzed on its own (tests/fuzz/fuzz_command_line.cpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+
+namespace rewind_cli {
+
+/// The parser and what it fills. parse() throws CLI::ParseError (an unknown option, a value out of
+/// range, --help) or CLI::Error; the subcommand parsed is the one whose pointer says parsed().
+struct command_line {
+  CLI::App app{"rewind: reversible networks with exact gradients and constant activation memory"};
+  explain_options explain;
+  memory_options memory;
+  budget_options budget;
+  trajectory_options trajectory;
+  train_options train;
+  scaling_options scaling;
+  demo_options demo;
+  CLI::App *ex = nullptr, *me = nullptr, *bu = nullptr, *tr = nullptr, *ta = nullptr, *sc = nullptr, *de = nullptr;
+  CLI::Option* data_opt = nullptr;
+
+  command_line() {
+    app.require_subcommand(1);
+
+    ex = app.add_subcommand("explain", "the derivation of a block: inverse, adjoint, budget");
+    ex->add_option("--block", explain.block, "momentum, leapfrog, coupling or all")->check(CLI::IsMember({"all", "momentum", "leapfrog", "coupling"}));
+    ex->add_option("--mu", explain.mu, "momentum coefficient, in (0, 1]");
+    ex->add_option("--slope", explain.slope, "slope interval LO,HI of the maps' Jacobian")->delimiter(',')->expected(2);
+
+    me = app.add_subcommand("memory", "activation memory and step time against depth, stored and reversible");
+    me->add_option("--depths", memory.depths, "depths, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+    me->add_option("--modes", memory.modes, "stored, reversible, checkpointed and/or exact, comma-separated")
+        ->delimiter(',')->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact"}));
+    me->add_option("--batch", memory.batch, "batch size")->check(CLI::PositiveNumber);
+    me->add_option("--width", memory.width, "state width")->check(CLI::PositiveNumber);
+    me->add_option("--mu", memory.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
+    me->add_option("--steps", memory.steps, "measured steps per configuration (median)")->check(CLI::PositiveNumber);
+    me->add_option("--threads", memory.threads, "GEMM threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    me->add_option("--json", memory.json, "write the results as JSON (CSV and PNG beside it)");
+    me->add_option("--device", memory.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+    me->add_flag("--child", memory.child)->group("");
+    me->add_option("--child-mode", memory.child_mode)->group("");
+
+    bu = app.add_subcommand("budget", "the gradient-agreement grid: reversible against stored, beside L*");
+    bu->add_option("--mus", budget.mus, "momentum coefficients, comma-separated")->delimiter(',');
+    bu->add_option("--depths", budget.depths, "depths, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+    bu->add_option("--dtype", budget.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
+    bu->add_option("--policies", budget.policies, "reversible and/or checkpointed, comma-separated")
+        ->delimiter(',')->check(CLI::IsMember({"reversible", "checkpointed", "exact"}));
+    bu->add_option("--batch", budget.batch, "batch size")->check(CLI::PositiveNumber);
+    bu->add_option("--width", budget.width, "state width")->check(CLI::PositiveNumber);
+    bu->add_option("--json", budget.json, "write the results as JSON (CSV and PNG beside it)");
+    bu->add_option("--device", budget.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+
+    tr = app.add_subcommand("trajectory", "the rewind error along a trajectory of 2-D particles");
+    tr->add_option("--particles", trajectory.particles, "number of particles")->check(CLI::PositiveNumber);
+    tr->add_option("--depth", trajectory.depth, "layers")->check(CLI::PositiveNumber);
+    tr->add_option("--mus", trajectory.mus, "momentum coefficients, comma-separated (leapfrog is added as mu = 1)")->delimiter(',');
+    tr->add_option("--json", trajectory.json, "write the results as JSON (CSV and PNG beside it)");
+
+    ta = app.add_subcommand("train", "train on Fashion-MNIST (or a built-in synthetic problem), both modes on one schedule");
+    ta->add_option("--depth", train.depth, "layers")->check(CLI::PositiveNumber);
+    ta->add_option("--mu", train.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
+    ta->add_option("--mode", train.mode, "stored, reversible, checkpointed, exact or both (stored and reversible)")
+        ->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact", "both"}));
+    ta->add_option("--epochs", train.epochs, "epochs")->check(CLI::PositiveNumber);
+    ta->add_option("--batch", train.batch, "batch size")->check(CLI::PositiveNumber);
+    ta->add_option("--lr", train.lr, "Adam learning rate")->check(CLI::PositiveNumber);
+    data_opt = ta->add_option("--data", train.data, "folder of the Fashion-MNIST IDX files (gzip or not)");
+    ta->add_flag("--synthetic", train.synthetic, "train on the built-in synthetic 10-class problem");
+    ta->add_option("--train-limit", train.train_limit, "use only the first N training samples (0: all)");
+    ta->add_option("--test-limit", train.test_limit, "evaluate on the first N test samples (0: all)");
+    ta->add_option("--seed", train.seed, "seed of the weights and of the shuffling");
+    ta->add_option("--json", train.json, "write the results as JSON (CSV and PNG beside it)");
+    ta->add_option("--device", train.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+
+    sc = app.add_subcommand("scaling", "data-parallel weak scaling over MPI: step time, bytes all-reduced, overlap");
+    sc->add_option("--ranks", scaling.ranks, "rank counts, comma-separated (each a job started with mpirun)")->delimiter(',')->check(CLI::PositiveNumber);
+    sc->add_option("--depth", scaling.depth, "layers")->check(CLI::PositiveNumber);
+    sc->add_option("--batch", scaling.batch, "samples per rank")->check(CLI::PositiveNumber);
+    sc->add_option("--mu", scaling.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
+    sc->add_option("--steps", scaling.steps, "measured steps per job (median)")->check(CLI::PositiveNumber);
+    sc->add_option("--mode", scaling.mode, "stored, reversible, checkpointed or exact")
+        ->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact"}));
+    sc->add_option("--bucket-kib", scaling.bucket_kib, "all-reduce gradients in buckets of at least this many KiB")->check(CLI::PositiveNumber);
+    sc->add_option("--json", scaling.json, "write the results as JSON (CSV beside it)");
+    sc->add_flag("--child", scaling.child)->group("");
+
+    de = app.add_subcommand("demo", "the main job: every subcommand at small sizes, into a report folder");
+    de->add_option("--out", demo.out, "report folder");
+    de->add_flag("--quick", demo.quick, "tiny sizes: the whole report in seconds");
+  }
+  command_line(const command_line&) = delete;
+  command_line& operator=(const command_line&) = delete;
+
+  void parse(int argc, const char* const* argv) {
+    app.parse(argc, argv);
+    train.data_given = data_opt->count() > 0;
+  }
+};
+
+}  // namespace rewind_cli
