@@ -53,3 +53,14 @@ static_assert(!rwd::invertible<rwd::block_t<>>);
 static_assert(!rwd::invertible<int>);
 static_assert(rwd::invertible<std::remove_cv_t<decltype(rwd::inverse(momentum))>>);
 }  // namespace hand_made
+
+// rule 4 holds for the block that runs: a block that reads a variable it does not write is open,
+// not invertible on its own, and a chain in which another block writes that variable closes it
+namespace open_blocks {
+using open_t = std::remove_cv_t<decltype(rwd::block(w = w + g(x)))>;
+static_assert(rwd::detail::is_open_block<open_t> && !rwd::invertible<open_t>);
+static_assert(rwd::invertible<decltype(rwd::chain(momentum, rwd::block(w = w + g(x))))>);
+static_assert(rwd::invertible<decltype(rwd::chain(rwd::block(w = w + g(x)), momentum))>);  // the order does not matter
+static_assert(!rwd::invertible<decltype(rwd::chain(rwd::block(w = w + g(x)), rwd::block(v = v + f(w))))>);
+static_assert(rwd::budget<float>(rwd::chain(momentum, rwd::block(w = w + g(x)))).layers == 151);
+}  // namespace open_blocks

@@ -1,8 +1,11 @@
 // rewind: blocks (sequences of updates), ready-made blocks, and stacks of blocks.
 //
 // A block's state is the set of variables its updates write, in order of first write. Every
-// variable an update reads must be in that state (rule 4). `block(...)` checks rules 1 to 4
-// for every update and stops at the first violation with one `rewind E0xx` message.
+// variable an update reads must be in that state (rule 4). `block(...)` checks rules 1 to 3 for
+// every update and stops at the first violation with one `rewind E0xx` message. Rule 4 is a
+// property of the block that runs, so it is checked where a block is used (stack, budget,
+// explain, the models): `chain(momentum, block(w = w + g(x)))` is valid although the second
+// block alone reads x without writing it.
 #pragma once
 
 #include <cstddef>
@@ -96,6 +99,14 @@ constexpr auto state_of_assignments() {
                          hana::make_tuple(),
                          [](auto acc, auto t) { return insert_unique(acc, t); });
 }
+
+/// Rule 4 for a block as a whole: every variable its updates read is one they write.
+template <class B>
+constexpr bool reads_only_its_state() {
+  return hana::unpack(B::updates(), [](auto... u) {
+    return (reads_only_state<decltype(u)>(B::state()) && ... && true);
+  });
+}
 }  // namespace detail
 
 /// Rules 1 to 4 for every assignment of a would-be block: usable in static_assert and requires.
@@ -105,24 +116,25 @@ inline constexpr bool invertible_assignments =
     (detail::reads_only_state<Assignments>(detail::state_of_assignments<Assignments...>()) && ...);
 
 namespace detail {
-/// block(...) once every target is a state variable: rules 1 to 4, the first violation one message.
+/// block(...) once every target is a state variable: rules 1 to 3, the first violation one message.
 template <class... Assignments>
 constexpr auto checked_block(Assignments...) {
-  constexpr auto state = detail::state_of_assignments<Assignments...>();
   constexpr bool ok_1_to_3 = (invertible_update<Assignments> && ...);
   if constexpr (!ok_1_to_3) {
     (detail::check_rules_1_to_3<Assignments>(), ...);
-    return block_t<>{};
-  } else if constexpr (!(detail::reads_only_state<Assignments>(state) && ...)) {
-    static_assert(ok_1_to_3 && false, REWIND_E006);
     return block_t<>{};
   } else {
     return block_t<decltype(canonical_update(Assignments{}))...>{};
   }
 }
+
+/// A block that passes rules 1 to 3 but reads a variable none of its updates writes: chain()
+/// can still close it; used on its own it is refused.
+template <class B>
+inline constexpr bool is_open_block = is_block<B> && (B::size > 0) && !reads_only_its_state<B>();
 }  // namespace detail
 
-/// A block of updates, checked against rules 1 to 4: `block(v = 0.9_c*v + f(x), x = x + v)`.
+/// A block of updates, checked against rules 1 to 3: `block(v = 0.9_c*v + f(x), x = x + v)`.
 template <class... Assignments>
 constexpr auto block(Assignments...) {
   static_assert(sizeof...(Assignments) > 0, REWIND_E009);
@@ -136,7 +148,8 @@ constexpr auto block(Assignments...) {
 }
 
 
-/// Several blocks run one after the other, as one block (each was checked when it was made).
+/// Several blocks run one after the other, as one block. Each was checked against rules 1 to 3
+/// when it was made; rule 4 holds for the chain as a whole, where it is used.
 template <class... Blocks>
 constexpr auto chain(Blocks... bs) {
   static_assert(sizeof...(Blocks) > 0, REWIND_E009);
@@ -149,6 +162,20 @@ constexpr auto chain(Blocks... bs) {
 /// block made by hand from update<...> types is checked too).
 template <class B>
 concept invertible = detail::is_block<B> && (B::size > 0) && detail::updates_are_invertible<B>();
+
+namespace detail {
+/// The check of a block where it is used: E006 for an open block (and only that message), else
+/// whether the block is invertible, for the caller's own static_assert.
+template <class B>
+constexpr bool usable_block() {
+  if constexpr (is_open_block<B>) {
+    static_assert(!is_open_block<B>, REWIND_E006);
+    return true;
+  } else {
+    return invertible<B>;
+  }
+}
+}  // namespace detail
 
 // --- the primitives of physics-style blocks ------------------------------------------------------
 
@@ -197,14 +224,14 @@ struct stack_t {
 
 template <std::size_t Depth, class Block>
 constexpr stack_t<Block, Depth> stack(Block) {
-  static_assert(invertible<Block>, "rewind: stack<N>(b) takes a block made by rwd::block(...)");
+  static_assert(detail::usable_block<Block>(), "rewind: stack<N>(b) takes a block made by rwd::block(...)");
   static_assert(Depth > 0, "rewind: a stack needs a depth of at least one layer");
   return {};
 }
 
 template <class Block>
 constexpr stack_t<Block> stack(Block, std::size_t depth) {
-  static_assert(invertible<Block>, "rewind: stack(b, depth) takes a block made by rwd::block(...)");
+  static_assert(detail::usable_block<Block>(), "rewind: stack(b, depth) takes a block made by rwd::block(...)");
   if (depth == 0) throw error("rewind: a stack needs a depth of at least one layer");
   return {depth};
 }

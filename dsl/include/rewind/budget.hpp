@@ -312,7 +312,7 @@ constexpr budget_report static_budget(budget_report r, const env& bindings);
 /// The rewind budget of a block in the scalar type Scalar (see the top of this file).
 template <class Scalar, class Block>
 constexpr budget_report budget(Block b, const env& bindings = {}) {
-  static_assert(detail::is_block<Block> && Block::size > 0, "rewind: budget() takes a block");
+  static_assert(detail::usable_block<Block>(), "rewind: budget() takes a block");
   budget_report r;
   r.kind = classify(b, bindings);
   r.epsilon = scalar_traits<Scalar>::epsilon;

@@ -34,7 +34,7 @@ std::string budget_line(const Block& b, const env& bindings) {
 /// The derivation of `b`: forward, inverse, adjoint, class, amplification and budgets.
 template <class Block>
 std::string explain(Block b, const env& bindings = {}, std::string_view title = "block") {
-  static_assert(detail::is_block<Block> && Block::size > 0, "rewind: explain() takes a block");
+  static_assert(detail::usable_block<Block>(), "rewind: explain() takes a block");
   const print_context ctx{&bindings};
   std::string out;
   out += std::string(title) + " over state (";

@@ -54,7 +54,7 @@ using rwd::to_string;
 template <class T, class Block>
 class model {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
-  static_assert(invertible<Block>, "rewind: cpu::model takes a block made by rwd::block(...)");
+  static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
   using Params = std::remove_const_t<decltype(Block::params())>;
   using Maps = std::remove_const_t<decltype(Block::maps())>;

@@ -42,7 +42,7 @@ using rwd::options;
 template <class T, class Block>
 class model {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cuda models are float or double");
-  static_assert(invertible<Block>, "rewind: cuda::model takes a block made by rwd::block(...)");
+  static_assert(rwd::detail::usable_block<Block>(), "rewind: cuda::model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
   using Params = std::remove_const_t<decltype(Block::params())>;
   using Maps = std::remove_const_t<decltype(Block::maps())>;
