@@ -391,16 +391,26 @@ constexpr bool is_scalar(E) {
 }
 
 namespace detail {
-/// Append hana::type_c<T> to a tuple of types unless it is there already.
-template <class Tuple, class T>
-constexpr auto insert_unique(Tuple t, hana::basic_type<T>) {
-  if constexpr (decltype(hana::contains(Tuple{}, hana::type_c<T>))::value) return t;
-  else return hana::append(t, hana::type_c<T>);
+// Membership, insertion and position in a tuple of hana types by pack expansion, not by
+// hana::contains, hana::append and hana::index_if (each of which instantiates an accessor per
+// element): blocks with dozens of maps build and query these tuples hundreds of times.
+template <class T, class... Types>
+constexpr bool contains_type(const hana::tuple<Types...>&) {
+  return (std::is_same_v<typename Types::type, T> || ... || false);
 }
-/// Position of the type V in a tuple of hana types.
-template <class V, class Tuple>
-constexpr std::size_t index_in(Tuple) {
-  return std::remove_cvref_t<decltype(hana::index_if(Tuple{}, hana::equal.to(hana::type_c<V>)).value())>::value;
+/// Append hana::type_c<T> to a tuple of types unless it is there already.
+template <class... Types, class T>
+constexpr auto insert_unique(const hana::tuple<Types...>& t, hana::basic_type<T>) {
+  if constexpr (contains_type<T>(hana::tuple<Types...>{})) return t;
+  else return hana::tuple<Types..., hana::type<T>>{};
+}
+/// Position of the type V in a tuple of hana types (its length when V is not there).
+template <class V, class... Types>
+constexpr std::size_t index_in(const hana::tuple<Types...>&) {
+  std::size_t i = 0;
+  bool found = false;
+  ((found = found || std::is_same_v<typename Types::type, V>, i += found ? 0 : 1), ...);
+  return i;
 }
 template <class Tuple, class... Ts>
 constexpr auto insert_all(Tuple t, hana::tuple<Ts...> xs) {
