@@ -16,7 +16,9 @@ namespace {
 // denormal, exp(100) is infinite)
 using test_blocks::gated;
 using gated_t = std::remove_cv_t<decltype(gated)>;
-const rwd::options options{.width = 6, .batch = 4, .classes = 3, .seed = 3, .input = "v", .output = "x"};
+// its budget is unknown (exp(v) may be zero): mode::reversible runs it only when lossy, and then
+// every element is still checked
+const rwd::options options{.width = 6, .batch = 4, .classes = 3, .seed = 3, .input = "v", .output = "x", .lossy = true};
 
 std::vector<float> batch_with(float at_5) {
   std::vector<float> b(24);
@@ -54,4 +56,32 @@ TEST_CASE("alpha from the data: checked on the way back too, and silent when eve
   CHECK_NOTHROW(model.rewind(state));
   state[iv][5] = -800;  // exp(-800) is 0 in double
   CHECK_THROWS_WITH_AS(model.rewind(state), doctest::Contains("1 of 24 elements in layer 5"), rwd::error);
+}
+
+TEST_CASE("alpha from the data: no budget, no rewind under the strict policy; a bounded one rewinds within its budget") {
+  rwd::options strict = options;
+  strict.lossy = false;
+  rwd::cpu::model<double, gated_t> model(gated, 6, strict);
+  const auto good = batch_with(0.25f);
+  const std::vector<double> batch(good.begin(), good.end());
+  const std::vector<double> before(model.parameters().begin(), model.parameters().end());
+  CHECK_THROWS_WITH_AS(model.loss_and_gradient(batch, labels, rwd::mode::reversible),
+                       doctest::Contains("rewind E014 (budget): a coefficient alpha computed from the data"), rwd::error);
+  CHECK_THROWS_WITH_AS(model.loss_and_gradient(batch, labels, rwd::mode::reversible),
+                       doctest::Contains("(alpha = exp(v) in x <- exp(v)*x + f(v) ranges over [0, inf])"), rwd::error);
+  CHECK(std::ranges::equal(model.parameters(), before));
+  CHECK_NOTHROW(model.loss_and_gradient(batch, labels, rwd::mode::checkpointed));
+  CHECK(model.checkpoint_every() == 16);
+
+  // alpha in [1/2, 1]: 23 layers in float32; reversible equals stored inside, and is refused past
+  using half_t = std::remove_cv_t<decltype(test_blocks::half_gate)>;
+  rwd::cpu::model<double, half_t> half(test_blocks::half_gate, 20, strict);
+  half.loss_and_gradient(batch, labels, rwd::mode::stored);
+  const std::vector<double> stored(half.gradients().begin(), half.gradients().end());
+  half.loss_and_gradient(batch, labels, rwd::mode::reversible);
+  double worst = 0;
+  for (std::size_t i = 0; i < stored.size(); ++i) worst = std::max(worst, std::abs(stored[i] - half.gradients()[i]));
+  CHECK(worst < 1e-12);
+  rwd::cpu::model<float, half_t> deep(test_blocks::half_gate, 24, strict);
+  CHECK_THROWS_WITH_AS(deep.loss_and_gradient(good, labels, rwd::mode::reversible), doctest::Contains("rewind E007"), rwd::error);
 }

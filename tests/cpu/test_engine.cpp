@@ -7,6 +7,8 @@
 #include <rewind/cpu.hpp>
 #include <vector>
 
+#include "../dsl/long_blocks.hpp"
+
 using namespace rwd::literals;
 
 namespace {
@@ -21,7 +23,8 @@ inline constexpr auto coupling = rwd::additive_coupling(x, v, f, g);
 inline constexpr auto h = rwd::map<"h">(rwd::tanh, rwd::dense_same, rwd::relu, rwd::dense<3>, rwd::dense_same);
 inline constexpr auto activation_first = rwd::block(v = 0.8_c * v - h(x), x = x + v);
 inline constexpr auto twice = rwd::block(v = v + f(x) + 0.5_c * rwd::tanh(f(x)) * v, x = x + v);
-inline constexpr auto affine = rwd::block(x = x * rwd::exp(g(v)) + f(v), v = v + f(x));
+// g's output declared in [-2, 2]: alpha = exp(g(v)) in [e^-2, e^2], a budget of 18 layers in float64
+inline constexpr auto affine = rwd::block(x = x * rwd::exp(g.range(-2_c, 2_c)(v)) + f(v), v = v + f(x));
 inline constexpr auto three = rwd::block(v = 0.5_c * v + f(x), w = w + g(v) * rwd::tanh(x), x = x + v - 0.25_c * w);
 
 template <class T>
@@ -136,6 +139,31 @@ TEST_CASE("cpu: gradients against central differences in float64, both modes") {
   check_gradient_fd(twice, 3);
   check_gradient_fd(affine, 3);
   check_gradient_fd(activation_first, 3);  // a map that starts with an activation, dense after dense
+}
+
+TEST_CASE("cpu: a chain of eight couplings (16 maps) trains in reversible mode, gradients against central differences") {
+  using long_blocks::eight_couplings;
+  check_gradient_fd(eight_couplings, 3, "x1", "x2");
+  // trained: reversible steps lower the loss, and the gradients stay those of stored backprop
+  rwd::cpu::model<double, std::remove_cv_t<decltype(eight_couplings)>> m(
+      eight_couplings, 4, {.width = 6, .batch = 8, .classes = 3, .seed = 2, .input = "x1", .output = "x2"});
+  const auto batch = random_batch<double>(6 * 8, 4);
+  const auto y = labels(8, 3);
+  const double first = m.loss_and_gradient(batch, y, rwd::cpu::mode::reversible);
+  for (int step = 0; step < 30; ++step) {
+    m.loss_and_gradient(batch, y, rwd::cpu::mode::reversible);
+    m.apply(rwd::sgd{.lr = 0.2});
+  }
+  const double last = m.loss_and_gradient(batch, y, rwd::cpu::mode::reversible);
+  const std::vector<double> reversible(m.gradients().begin(), m.gradients().end());
+  m.loss_and_gradient(batch, y, rwd::cpu::mode::stored);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < reversible.size(); ++i)
+    worst = std::max(worst, std::abs(reversible[i] - m.gradients()[i])), scale = std::max(scale, std::abs(m.gradients()[i]));
+  CAPTURE(first);
+  CAPTURE(last);
+  CHECK(last < 0.9 * first);
+  CHECK(worst <= 1e-12 * scale);
 }
 
 TEST_CASE("cpu: reversible equals stored in float32 inside the budget") {

@@ -113,6 +113,29 @@ TEST_CASE("audit: outside the budget (mu = 0.6, depth 128) the collapse is repor
   CHECK(r.layer_error.front() > 1.0);  // the reconstructed input is rubble
   CHECK(r.layer_error.back() < 1e-5);  // the top layer is still fine: the error grows downward
   CHECK((r.cosine < 0.99 || !std::isfinite(r.cosine)));
+  // the input's cotangent is compared on its own, and found wrong
+  REQUIRE(r.gradients.size() == 2);
+  CHECK(r.gradients[1].name == "input x");
+  CHECK((r.gradients[1].max_rel_error > 1e-2 || !std::isfinite(r.gradients[1].max_rel_error)));
+}
+
+TEST_CASE("audit: an alpha from the data that is tiny but normal at one element is caught through the input gradient") {
+  // alpha = exp(v) is exp(-60) ~ 1e-26 at one element of the input: a normal float, so no element
+  // check fires, but the rewind divides by it; lossy, since the block's budget is unknown
+  const auto b = rwd::block(x = rwd::exp(v) * x + f(v), v = v + f(x));
+  rwd::cpu::model<float, std::remove_cv_t<decltype(b)>> model(b, 6, {.width = 24, .batch = 6, .classes = 4, .input = "v", .output = "x", .lossy = true});
+  std::vector<float> batch(24 * 6);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37 % 101) / 101.0);
+  const std::vector<int> labels{0, 1, 2, 3, 0, 1};
+  const auto fine = model.audit(batch, labels);
+  CHECK(fine.gradients[1].max_rel_error < 1e-3);
+  batch[30] = -60.f;
+  const auto r = model.audit(batch, labels);
+  CAPTURE(r.gradients[0].max_rel_error);
+  CAPTURE(r.gradients[1].max_rel_error);
+  CHECK(r.gradients[1].name == "input v");
+  CHECK((r.gradients[1].max_rel_error > 1e-2 || !std::isfinite(r.gradients[1].max_rel_error)));
+  CHECK((r.max_rel_error > 1e-2 || !std::isfinite(r.max_rel_error)));
 }
 
 TEST_CASE("checkpointed: exact past the budget (mu = 0.6, depth 128), memory as planned") {

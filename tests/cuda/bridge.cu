@@ -50,7 +50,7 @@ std::string refusals_of(Block b) {
 template <class Block>
 std::string alpha_refusals_of(Block b) {
   refusal_log log;
-  alpha_refusals(log, [&] { return rwd::cuda::model<float, Block>(b, 6, gated_options); });
+  alpha_refusals(log, [&](const rwd::options& o) { return rwd::cuda::model<float, Block>(b, 6, o); });
   return log.text();
 }
 }  // namespace

@@ -50,7 +50,7 @@ std::string refusals() {
   common_refusals(
       log, [](std::size_t depth) { return model_t(tb::momentum, depth, {.width = 8, .batch = 3, .classes = 3}); },
       [](model_t& m) { m.parameters()[3] = std::nanf(""); });
-  alpha_refusals(log, [] { return rwd::cpu::model<float, std::remove_cv_t<decltype(tb::gated)>>(tb::gated, 6, gated_options); });
+  alpha_refusals(log, [](const rwd::options& o) { return rwd::cpu::model<float, std::remove_cv_t<decltype(tb::gated)>>(tb::gated, 6, o); });
   return log.text();
 }
 

@@ -99,17 +99,23 @@ void common_refusals(refusal_log& log, Make make, Spoil spoil) {
 }
 
 /// The options of models of test_blocks::gated: v takes the input, so the input chooses alpha.
-inline const rwd::options gated_options{.width = 6, .batch = 4, .classes = 3, .seed = 3, .input = "v", .output = "x"};
+/// Its budget is unknown (alpha = exp(v) may be zero), so mode::reversible runs it only when lossy.
+inline const rwd::options gated_options{.width = 6, .batch = 4, .classes = 3, .seed = 3, .input = "v", .output = "x", .lossy = true};
 
 /// An alpha that reads the data and is zero at one element (the input -200 makes exp(v) zero in
-/// float), on a model of test_blocks::gated made by make(): refused in every float mode.
+/// float), on a model of test_blocks::gated made by make(options): refused in every float mode;
+/// and without options.lossy, mode::reversible refused for the unknown budget (E014).
 template <class Make>
 void alpha_refusals(refusal_log& log, Make make) {
-  auto m = make();
+  auto m = make(gated_options);
   std::vector<float> batch(24, 0.25f);
   batch[5] = -200.f;
   for (auto mode : {rwd::mode::stored, rwd::mode::reversible, rwd::mode::checkpointed})
     log.expect([&] { m.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, mode); });
+  rwd::options strict = gated_options;
+  strict.lossy = false;
+  auto s = make(strict);
+  log.expect([&] { s.loss_and_gradient(std::vector<float>(24, 0.25f), std::vector<int>{0, 1, 2, 0}, rwd::mode::reversible); });
 }
 
 }  // namespace gpu_bridge

@@ -198,6 +198,9 @@ TEST_CASE("gpu: bad input is refused with a clear error") {
        at = said.find("at 1 of 24 elements in layer 0, update x <- exp(v)*x + f(v)", at + 1))
     ++alpha_refusals;
   CHECK(alpha_refusals == 3);
+  CHECK(said.find("rewind E014") != std::string::npos);
+  CHECK(said.find("(alpha = exp(v) in x <- exp(v)*x + f(v) ranges over [0, inf]); in this model: use mode::checkpointed, or options.lossy") !=
+        std::string::npos);
   if (gpu_bridge::engine() == "cuda") {
     CHECK(said.find("mode::exact runs on the CPU backend") != std::string::npos);
     CHECK(said.find("parameters for a model of") != std::string::npos);

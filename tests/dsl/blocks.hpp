@@ -1,4 +1,4 @@
-// The blocks the DSL tests use: eight accepted kinds and two data-dependent ones.
+// The blocks the DSL tests use: eight accepted kinds and three data-dependent ones.
 #pragma once
 
 #include <rewind/rewind.hpp>
@@ -17,7 +17,8 @@ inline constexpr auto f = rwd::map<"f">(rwd::dense<16>, rwd::tanh, rwd::dense_sa
 inline constexpr auto g = rwd::map<"g">(rwd::dense<8>, rwd::relu, rwd::dense_same);
 inline constexpr auto F = rwd::map<"F">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
 inline constexpr auto G = rwd::map<"G">(rwd::dense<16>, rwd::sigmoid, rwd::dense_same);
-inline constexpr auto s = rwd::map<"s">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
+// the scale of the affine coupling ends with tanh (as in Real NVP), so exp(s) lies in [1/e, e]
+inline constexpr auto s = rwd::map<"s">(rwd::dense<8>, rwd::tanh, rwd::dense_same, rwd::tanh);
 inline constexpr auto t = rwd::map<"t">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
 
 // 1. momentum, 2. leapfrog, 3. additive coupling: the ready-made blocks
@@ -35,8 +36,11 @@ inline constexpr auto expansive = rwd::block(x = 2_c * x + f(v), v = v + g(x));
 // 8. a long sum in g
 inline constexpr auto long_sum =
     rwd::block(x = x + v + 0.5_c * w - f(v) + g(w) + rwd::tanh(v) - 3_c * w, v = v + f(x), w += x);
-// 9. affine coupling: a data-dependent alpha
+// 9. affine coupling: a data-dependent alpha in [1/e, e] (budget: 15 layers in float32)
 inline constexpr auto affine = rwd::block(x1 = x1 * rwd::exp(s(x2)) + t(x2), x2 = x2 + F(x1));
-// 10. a gate exp(v): a data-dependent alpha that the input chooses (exp(-200) is 0 in float)
+// 10. a gate exp(v): a data-dependent alpha that the input chooses (exp(-200) is 0 in float);
+// its range [0, inf] contains zero, so it has no budget
 inline constexpr auto gated = rwd::block(x = rwd::exp(v) * x + f(v), v = v + g(x));
+// 11. a gate bounded away from zero: alpha in [1/2, 1] (budget: 23 layers in float32)
+inline constexpr auto half_gate = rwd::block(x = (0.5_c + 0.5_c * rwd::sigmoid(t(v))) * x + f(v), v = v + g(x));
 }  // namespace test_blocks

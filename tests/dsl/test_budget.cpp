@@ -26,7 +26,38 @@ static_assert(budget<float>(leapfrog).unlimited() && budget<float>(leapfrog).kin
 static_assert(budget<float>(coupling).unlimited());
 static_assert(budget<float>(expansive).kind == rwd::block_class::expansive);
 static_assert(budget<float>(expansive).unlimited());  // the rewind contracts
-static_assert(budget<float>(affine).kind == rwd::block_class::data_dependent && !budget<float>(affine).known());
+static_assert(budget<float>(affine).kind == rwd::block_class::data_dependent && budget<float>(affine).known());
+static_assert(budget<float>(gated).kind == rwd::block_class::data_dependent && !budget<float>(gated).known());
+
+// the range of an alpha computed from the data, by interval arithmetic over its expression
+namespace ranges {
+constexpr bool is(rwd::interval a, double lo, double hi) { return a.lo == lo && a.hi == hi; }
+constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double e = 2.718281828459045;
+constexpr bool near(double a, double b) { return (a - b) * (a - b) < 1e-28 * b * b; }
+static_assert(is(rwd::range_of(v, {}), -inf, inf));                                   // a state variable
+static_assert(is(rwd::range_of(rwd::sigmoid(t(v)), {}), 0, 1));                      // open (0, 1), held closed
+static_assert(is(rwd::range_of(0.5_c + 0.5_c * rwd::sigmoid(t(v)), {}), 0.5, 1));
+static_assert(is(rwd::range_of(rwd::exp(v), {}), 0, inf) && rwd::range_of(rwd::exp(v), {}).contains_zero());
+static_assert(is(rwd::range_of(s(v), {}), -1, 1));    // a map that ends with tanh
+static_assert(is(rwd::range_of(f(v), {}), -inf, inf));  // one that ends with a dense layer
+static_assert(is(rwd::range_of(f.range(-2_c, 0.5_c)(v), {}), -2, 0.5));  // a declared range
+static_assert(near(rwd::range_of(rwd::exp(s(x2)), {}).lo, 1 / e) && near(rwd::range_of(rwd::exp(s(x2)), {}).hi, e));
+static_assert(is(rwd::range_of(-(2_c - rwd::sigmoid(v)) * rwd::tanh(v), {}), -2, 2));
+static_assert(is(rwd::range_of(rwd::relu(v) + 1_c, {}), 1, inf) && rwd::range_of(rwd::relu(v) + 1_c, {}).nearest_zero() == 1);
+static_assert(rwd::range_of(-1_c - rwd::relu(v), {}).nearest_zero() == -1);
+}  // namespace ranges
+
+// an alpha bounded away from zero has a budget from the value nearest zero: 1/2 -> 23 layers,
+// 1/e -> 15; one that may reach zero has none
+static_assert(budget<float>(half_gate).known() && budget<float>(half_gate).layers == 23);
+static_assert(budget<float>(half_gate).napkin_rate == 2);
+static_assert(budget<float>(affine).layers == 15 && budget<double>(affine).layers == 36);
+static_assert(budget<float>(rwd::block(x = rwd::exp(f.range(-2_c, 0_c)(v)) * x + f(v), v = v + g(x))).layers == 7);
+static_assert(!budget<float>(rwd::block(x = rwd::sigmoid(t(v)) * x + f(v), v = v + g(x))).known());
+static_assert(budget<float>(gated).unbounded_update == 0 && budget<float>(gated).layers == 0);
+static_assert(rwd::network<float>(rwd::stack<23>(half_gate)).budget.layers == 23);
+static_assert(rwd::network<float, rwd::policy::checkpointed>(rwd::stack<100000>(gated)).depth == 100000);
 
 // slopes declared on the map: the linearised budget of DESIGN.md section 1
 static_assert(budget<float>(rwd::momentum(x, v, 0.9_c, f.slope(-1_c, -0.1_c))).layers == 302);
@@ -97,4 +128,31 @@ TEST_CASE("networks: compile-time and run-time depth against the budget") {
   CHECK_THROWS_WITH_AS(rwd::network<float>(rwd::stack(runtime_mu, 4), rwd::env{}.set("mu", 0)),
                        doctest::Contains("rewind E002"), rwd::error);
   CHECK_THROWS_AS(rwd::stack(momentum, 0), rwd::error);
+}
+
+namespace {
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const rwd::error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("networks: an alpha from the data with no budget is refused under the strict policy, and says which") {
+  const std::string refused = error_of([] { rwd::network<float>(rwd::stack(gated, 10)); });
+  CHECK(refused.starts_with("rewind E014"));
+  CHECK(refused.ends_with("(alpha = exp(v) in x <- exp(v)*x + f(v) ranges over [0, inf])"));
+  CHECK_NOTHROW(rwd::network<float, rwd::policy::checkpointed>(rwd::stack(gated, 10)));
+  CHECK_NOTHROW(rwd::network<float, rwd::policy::lossy>(rwd::stack(gated, 10)));
+  // a runtime scalar in the alpha: its range is known once it is bound
+  constexpr auto shifted = rwd::block(x = (mu + rwd::sigmoid(t(v))) * x + f(v), v = v + g(x));
+  CHECK(rwd::network<float>(rwd::stack(shifted, 20), rwd::env{}.set("mu", 0.5)).budget.layers == 23);  // [0.5, 1.5]
+  const std::string near_zero = error_of([&] { rwd::network<float>(rwd::stack(shifted, 20), rwd::env{}.set("mu", -0.5)); });
+  CHECK(near_zero.starts_with("rewind E014"));
+  CHECK(near_zero.ends_with("ranges over [-0.5, 0.5])"));
+  CHECK_THROWS_WITH_AS(rwd::network<float>(rwd::stack(half_gate, 24)), doctest::Contains("rewind E007"), rwd::error);
 }

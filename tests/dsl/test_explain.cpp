@@ -54,6 +54,19 @@ TEST_CASE("explain with declared slopes, runtime scalars and data-dependent alph
   const std::string data = rwd::explain(affine);
   CHECK(contains(data, "class: data-dependent"));
   CHECK(contains(data, "x1 <- (x1 - t(x2)) / exp(s(x2))"));
+  CHECK(contains(data, "alpha = exp(s(x2)) of x1 (from the data) ranges over [0.3679, 2.718]; the analysis takes 0.3679"));
+  CHECK(contains(data, "float32   eps 1.19e-07  L* 15 layers"));
+  const std::string gate = rwd::explain(half_gate);
+  CHECK(contains(gate, "alpha = 0.5 + 0.5*sigmoid(t(v)) of x (from the data) ranges over [0.5, 1]; the analysis takes 0.5"));
+  CHECK(contains(gate, "L* 23 layers"));
+  const std::string unbounded = rwd::explain(gated);
+  CHECK(contains(unbounded, "alpha = exp(v) of x (from the data) ranges over [0, inf], which contains zero"));
+  CHECK(contains(unbounded, "refuses to rewind the block (E014)"));
+  CHECK(!contains(unbounded, "L* "));
+  const std::string declared = rwd::explain(rwd::block(x = rwd::exp(f.range(-2_c, 0_c)(v)) * x + g(v), v = v + g(x)));
+  CHECK(contains(declared, "map f: W -> 16 -> tanh -> W (W = state width), output in [-2, 0]"));
+  CHECK(contains(declared, "ranges over [0.1353, 1]"));
+  CHECK(contains(declared, "L* 7 layers"));
 
   const std::string expands = rwd::explain(expansive);
   CHECK(contains(expands, "class: expansive"));

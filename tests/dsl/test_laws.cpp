@@ -189,6 +189,7 @@ TEST_CASE("laws: expansive") { check_laws(expansive); }
 TEST_CASE("laws: long sum") { check_laws(long_sum); }
 TEST_CASE("laws: affine coupling (data-dependent alpha)") { check_laws(affine); }
 TEST_CASE("laws: a gate exp(v) (data-dependent alpha)") { check_laws(gated); }
+TEST_CASE("laws: a gate bounded away from zero (data-dependent alpha in [1/2, 1])") { check_laws(half_gate); }
 TEST_CASE("laws: the same call twice in one update (two map steps, one call)") {
   check_laws(rwd::block(v = v + f(x) + 0.5_c * rwd::tanh(f(x)) * v, x = x + v));
 }

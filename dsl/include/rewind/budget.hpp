@@ -9,9 +9,14 @@
 // s, one layer is a small matrix M(s) over the state variables (momentum: [[1+s, mu], [s, mu]]
 // on (x, v)), and the rewind amplifies error by the spectral radius of M(s)^-1, i.e.
 // 1 / min |eigenvalue of M(s)|. A map may declare its slope interval; the analysis takes the
-// worst case over the box of declared intervals (a grid that includes every corner). Elementwise
-// functions applied directly to state use their known slope range (tanh [0, 1], sigmoid
-// [0, 1/4], relu [0, 1]; exp is linearised at 0).
+// worst case over the box of declared intervals (a grid that includes every corner while the box
+// has few varying axes, then a coordinate search; see worst_rate). Elementwise functions applied
+// directly to state use their known slope range (tanh [0, 1], sigmoid [0, 1/4], relu [0, 1]; exp
+// is linearised at 0).
+// An alpha computed from the data enters with the value of its range nearest zero (range.hpp):
+// 0.5 + 0.5*sigmoid(s(w)) lies in [0.5, 1] and counts as 0.5. When its range contains zero
+// (exp(v) for a state variable v, a sigmoid that may underflow) the budget is unknown: the
+// rewind may amplify without bound, and the strict policy refuses to rewind such a block (E014).
 #pragma once
 
 #include <array>
@@ -20,6 +25,7 @@
 #include <string_view>
 
 #include "block.hpp"
+#include "range.hpp"
 #include "rational.hpp"
 
 namespace rwd {
@@ -56,7 +62,7 @@ enum class block_class {
   conservative,    // every |alpha| == 1: the rewind does not amplify (A == 1)
   dissipative,     // some |alpha| < 1, none > 1: A > 1, finite budget
   expansive,       // some |alpha| > 1: the forward pass amplifies instead
-  data_dependent,  // some alpha is computed from the data: no static budget, audit at run time
+  data_dependent,  // some alpha is computed from the data: a budget from its range, if bounded
 };
 
 constexpr std::string_view to_string(block_class c) {
@@ -79,7 +85,8 @@ struct slope_range {
 
 struct budget_report {
   static constexpr long long unlimited_layers = std::numeric_limits<long long>::max();
-  static constexpr std::size_t max_slopes = 8;
+  static constexpr std::size_t max_slopes = 32;
+  static constexpr std::size_t no_update = std::numeric_limits<std::size_t>::max();
 
   block_class kind = block_class::conservative;
   double epsilon = 0;
@@ -90,9 +97,13 @@ struct budget_report {
   std::array<slope_range, max_slopes> slopes{};
   std::size_t n_slopes = 0;
   std::array<double, max_slopes> worst_slope{};  // where the worst case is reached
+  /// The first update (in the block's order) whose alpha, computed from the data, has a range
+  /// that contains zero, and that range: the budget is then unknown.
+  std::size_t unbounded_update = no_update;
+  interval unbounded_range{};
 
   constexpr bool unlimited() const { return layers == unlimited_layers; }
-  constexpr bool known() const { return kind != block_class::data_dependent; }
+  constexpr bool known() const { return unbounded_update == no_update; }
   /// True when some map has no declared slope: the figure then assumes slope 0 for it.
   constexpr bool assumes_zero_slope() const {
     for (std::size_t i = 0; i < n_slopes; ++i)
@@ -256,6 +267,15 @@ constexpr std::array<double, N> linear_row(E, const std::array<double, budget_re
   return row;
 }
 
+/// The alpha an update contributes to the analysis: its value, or for an alpha computed from the
+/// data the value of its range nearest zero (0 when the range contains zero).
+template <class U>
+constexpr double alpha_for_budget(const env& bindings) {
+  if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
+    return range_of(typename U::alpha{}, bindings).nearest_zero();
+  else return scalar_value(typename U::alpha{}, bindings);
+}
+
 /// M(s): one layer of the block, linearised, as a matrix over its state.
 template <class Block>
 constexpr auto layer_matrix(const std::array<double, budget_report::max_slopes>& s, const env& bindings) {
@@ -268,7 +288,7 @@ constexpr auto layer_matrix(const std::array<double, budget_report::max_slopes>&
     using U = decltype(u);
     const std::size_t t = index_in<typename U::target>(state);
     auto row = linear_row<State, n, Sources>(typename U::g{}, s, bindings);
-    row[t] += scalar_value(typename U::alpha{}, bindings);
+    row[t] += alpha_for_budget<U>(bindings);
     matrix<n> step = identity<n>();
     step[t] = row;
     m = product(step, m);
@@ -313,24 +333,105 @@ constexpr budget_report static_budget(budget_report r, const env& bindings);
 template <class Scalar, class Block>
 constexpr budget_report budget(Block b, const env& bindings = {}) {
   static_assert(detail::usable_block<Block>(), "rewind: budget() takes a block");
+  constexpr std::size_t sources = decltype(hana::length(detail::slope_sources<Block>()))::value;
   budget_report r;
-  r.kind = classify(b, bindings);
-  r.epsilon = scalar_traits<Scalar>::epsilon;
-  if constexpr (has_data_dependent_coefficient<Block>()) {
-    r.rate = r.napkin_rate = cmath::infinity;
-    r.depth = 0;
-    r.layers = 0;
+  if constexpr (!invertible<Block>) {
+    return r;  // refused above, in one message
+  } else if constexpr (sources > budget_report::max_slopes) {
+    static_assert(sources <= budget_report::max_slopes, REWIND_E015);
     return r;
   } else {
+    r.kind = classify(b, bindings);
+    r.epsilon = scalar_traits<Scalar>::epsilon;
+    std::size_t i = 0;
+    hana::for_each(Block::updates(), [&](auto u) {
+      using U = decltype(u);
+      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) {
+        const interval a = range_of(typename U::alpha{}, bindings);
+        if (a.contains_zero() && r.known()) r.unbounded_update = i, r.unbounded_range = a;
+      }
+      ++i;
+    });
+    if (!r.known()) {
+      r.rate = r.napkin_rate = cmath::infinity;
+      r.depth = 0;
+      r.layers = 0;
+      return r;
+    }
     return detail::static_budget<Block>(r, bindings);
   }
 }
 
 namespace detail {
+/// The worst rate 1 / min |eigenvalue of M(s)| over the box of slopes, and where it is reached
+/// (into r.worst_slope). With k axes that vary: a grid that includes every corner (257, 33, 9, 5
+/// points per axis for k = 1 to 4, the 2^k corners for k = 5 to 8), then for k > 4 a coordinate
+/// search: sweeps that move one axis at a time to each of its points and keep any move that is
+/// worse, until a sweep makes none (at most 4). It starts from the worst corner with 5 points per
+/// axis for k <= 8; past that, from the low and the high corner, moving between an axis's two
+/// ends. Under a thousand points for up to max_slopes axes: a 32-map block is analysed at
+/// compile time in seconds, within clang's default constexpr step limit.
+template <class Block>
+constexpr double worst_rate(budget_report& r, const env& bindings) {
+  using point = std::array<double, budget_report::max_slopes>;
+  std::size_t varying = 0;
+  for (std::size_t i = 0; i < r.n_slopes; ++i) varying += r.slopes[i].lo < r.slopes[i].hi;
+  double worst = -1;
+  const auto visit = [&](const point& s) {
+    const double least = min_eigen_modulus(layer_matrix<Block>(s, bindings));
+    const double rate = least > 0 ? 1 / least : cmath::infinity;
+    if (rate > worst) {
+      worst = rate;
+      r.worst_slope = s;
+      return true;
+    }
+    return false;
+  };
+  const auto at = [&](std::size_t i, std::size_t k, std::size_t per_axis) {  // k-th of per_axis points
+    const auto& range = r.slopes[i];
+    return range.lo + (range.hi - range.lo) * static_cast<double>(k) / static_cast<double>(per_axis - 1);
+  };
+  point lo{}, hi{};
+  for (std::size_t i = 0; i < r.n_slopes; ++i) lo[i] = r.slopes[i].lo, hi[i] = r.slopes[i].hi;
+  const auto search = [&](point s, std::size_t per_axis) {
+    visit(s);
+    for (int sweep = 0; sweep < 4; ++sweep) {
+      bool worse = false;
+      for (std::size_t i = 0; i < r.n_slopes; ++i) {
+        if (!(r.slopes[i].lo < r.slopes[i].hi)) continue;
+        for (std::size_t k = 0; k < per_axis; ++k) {
+          if (at(i, k, per_axis) == s[i]) continue;
+          point t = s;
+          t[i] = at(i, k, per_axis);
+          if (visit(t)) s = t, worse = true;
+        }
+      }
+      if (!worse) break;
+    }
+  };
+  if (varying > 8) {
+    search(lo, 2);
+    search(hi, 2);
+    return worst;
+  }
+  const std::size_t per_axis = varying <= 1 ? 257 : varying == 2 ? 33 : varying == 3 ? 9 : varying == 4 ? 5 : 2;
+  std::size_t total = 1;
+  for (std::size_t i = 0; i < varying; ++i) total *= per_axis;
+  for (std::size_t index = 0; index < total; ++index) {
+    point s = lo;
+    std::size_t rest = index;
+    for (std::size_t i = 0; i < r.n_slopes; ++i)
+      if (r.slopes[i].lo < r.slopes[i].hi) s[i] = at(i, rest % per_axis, per_axis), rest /= per_axis;
+    visit(s);
+  }
+  if (varying > 4) search(r.worst_slope, 5);
+  return worst;
+}
+
 template <class Block>
 constexpr budget_report static_budget(budget_report r, const env& bindings) {
   hana::for_each(Block::updates(), [&](auto u) {
-    const double a = cmath::abs(scalar_value(typename decltype(u)::alpha{}, bindings));
+    const double a = cmath::abs(detail::alpha_for_budget<decltype(u)>(bindings));
     r.napkin_rate *= a < 1 ? 1 / a : 1;
   });
   // the slope box
@@ -351,39 +452,9 @@ constexpr budget_report static_budget(budget_report r, const env& bindings) {
     } else {
       range = {S::name, S::slope_lo, S::slope_hi, true, false};
     }
-    if (r.n_slopes == budget_report::max_slopes)
-      throw error("rewind: a block with more than 8 maps and functions is not analysed");
     r.slopes[r.n_slopes++] = range;
   });
-  // grid over the box, corners included; points per varying axis shrink with the dimension
-  std::size_t varying = 0;
-  for (std::size_t i = 0; i < r.n_slopes; ++i) varying += r.slopes[i].lo < r.slopes[i].hi;
-  const std::size_t per_axis = varying <= 1 ? 257 : varying == 2 ? 33 : varying == 3 ? 9 : 5;
-  std::size_t total = 1;
-  for (std::size_t i = 0; i < r.n_slopes; ++i)
-    total *= r.slopes[i].lo < r.slopes[i].hi ? per_axis : 1;
-  double worst = 0;
-  for (std::size_t point = 0; point < total; ++point) {
-    std::array<double, budget_report::max_slopes> s{};
-    std::size_t rest = point;
-    for (std::size_t i = 0; i < r.n_slopes; ++i) {
-      const auto& range = r.slopes[i];
-      if (range.lo < range.hi) {
-        const std::size_t k = rest % per_axis;
-        rest /= per_axis;
-        s[i] = range.lo + (range.hi - range.lo) * static_cast<double>(k) / static_cast<double>(per_axis - 1);
-      } else {
-        s[i] = range.lo;
-      }
-    }
-    const double least = detail::min_eigen_modulus(detail::layer_matrix<Block>(s, bindings));
-    const double rate = least > 0 ? 1 / least : cmath::infinity;
-    if (rate > worst) {
-      worst = rate;
-      r.worst_slope = s;
-    }
-  }
-  r.rate = worst;
+  r.rate = worst_rate<Block>(r, bindings);
   if (r.rate <= 1 + conservative_tolerance) {
     r.depth = cmath::infinity;
     r.layers = budget_report::unlimited_layers;

@@ -51,6 +51,16 @@
 #define REWIND_E013                                                                              \
   "rewind E013 (rule 4): the left of an update must be a state variable (rwd::var<\"x\">), "     \
   "as in x = x + f(v); a map call, an expression, a param or a constant cannot be assigned to"
+#define REWIND_E014                                                                              \
+  "rewind E014 (budget): a coefficient alpha computed from the data may come arbitrarily close "  \
+  "to zero (its range, from the ranges of its functions and maps, contains zero), so the "       \
+  "rewind budget is unknown and the strict policy refuses to rewind the block: bound alpha away " \
+  "from zero (0.5_c + 0.5_c * rwd::sigmoid(s(w)), or a map with a declared .range(lo, hi)), "   \
+  "store the state every few layers with policy::checkpointed, or say so with policy::lossy"
+#define REWIND_E015                                                                              \
+  "rewind E015: the budget analysis of a block handles at most 32 distinct learned maps and "    \
+  "elementwise functions (one slope variable each, however often it is called); share maps "      \
+  "between updates"
 
 namespace rwd {
 

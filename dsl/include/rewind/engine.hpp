@@ -57,15 +57,17 @@ struct options {
   // divides the budget by ten (see rwd::budget with a declared slope).
   double output_init_scale = 0.02;
   // mode::checkpointed stores the state every this many layers; 0 chooses floor(L*/2) from the
-  // block's budget in the model's scalar type (16 when the block's budget is data-dependent).
+  // block's budget in the model's scalar type (16 when the block's budget is unknown).
   std::size_t checkpoint_every = 0;
   // mode::exact: fractional bits F of the fixed-point state; values must stay within +-2^(51 - F)
   // (checked: a value outside is an error, never a wrong gradient). Per state variable, by name,
   // where the variables live on different scales: {{"v", 24}} gives v 24 bits, the others F.
   int exact_fraction_bits = 32;
   std::vector<std::pair<std::string_view, int>> exact_fraction_bits_of{};
-  // mode::reversible deeper than the budget L* of T is refused (rewind E007) unless this says the
-  // garbage is wanted on purpose: to measure the cliff, or time a step regardless of its gradient.
+  // mode::reversible deeper than the budget L* of T (rewind E007), or of a block whose budget is
+  // unknown (E014: an alpha from the data that may come near zero), is refused unless this says
+  // the garbage is wanted on purpose: to measure the cliff, or time a step regardless of its
+  // gradient. Elements of alpha that are zero, denormal or not finite are refused even then.
   bool lossy = false;
 };
 

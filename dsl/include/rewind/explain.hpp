@@ -25,7 +25,7 @@ std::string budget_line(const Block& b, const env& bindings) {
   const budget_report r = budget<Scalar>(b, bindings);
   std::string line = "  " + pad(std::string(scalar_traits<Scalar>::name), 10) + "eps " +
                      pad(format_double(r.epsilon, 3), 10);
-  if (!r.known()) return line + "L* unknown (data-dependent: audited at run time)\n";
+  if (!r.known()) return line + "L* unknown (an alpha from the data may come near zero)\n";
   if (r.unlimited()) return line + "L* unlimited\n";
   return line + "L* " + std::to_string(r.layers) + " layers (" + format_double(r.depth, 5) + ")\n";
 }
@@ -50,6 +50,8 @@ std::string explain(Block b, const env& bindings = {}, std::string_view title = 
     if constexpr (M::slope_declared)
       out += ", slope in [" + detail::format_rational(M::slope_type::lo) + ", " +
              detail::format_rational(M::slope_type::hi) + "]";
+    if constexpr (M::range_declared)
+      out += ", output in [" + detail::format_rational(M::range_type::lo) + ", " + detail::format_rational(M::range_type::hi) + "]";
     out += "\n";
   });
   hana::for_each(Block::params(), [&](auto t) {
@@ -93,9 +95,19 @@ std::string explain(Block b, const env& bindings = {}, std::string_view title = 
   }
   const budget_report r = budget<float>(b, bindings);
   out += "class: " + std::string(to_string(r.kind)) + "\n";
+  hana::for_each(b.updates(), [&](auto u) {
+    using U = decltype(u);
+    if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) {
+      const interval a = range_of(typename U::alpha{}, bindings);
+      out += "  alpha = " + to_string(typename U::alpha{}, ctx) + " of " + std::string(U::target::name) +
+             " (from the data) ranges over [" + detail::format_double(a.lo, 4) + ", " + detail::format_double(a.hi, 4) + "]" +
+             (a.contains_zero() ? ", which contains zero\n" : "; the analysis takes " + detail::format_double(a.nearest_zero(), 4) + "\n");
+    }
+  });
   if (!r.known()) {
-    out += "amplification per layer: data-dependent (computed from the state); no static budget,\n"
-           "  the audit measures the rewind error at run time\n";
+    out += "amplification per layer: unbounded (an alpha from the data may come near zero); no budget:\n"
+           "  the strict policy refuses to rewind the block (E014); policy::checkpointed remains, and\n"
+           "  every alpha element is checked at run time\n";
     return out;
   }
   out += "amplification of the rewind per layer: napkin (alphas only) " +

@@ -6,7 +6,10 @@
 // the state), elementwise activations between them. `f(x)` is a call node in an expression.
 // A map may declare the interval its Jacobian's slope lives in (`.slope(-1_c, 0_c)`, or
 // `.lipschitz(1_c)` for [-1, 1]); the budget analysis takes the worst case over it. Without one,
-// the analysis assumes slope 0 and says so. Two calls of the same map in one layer share its
+// the analysis assumes slope 0 and says so. A map may also declare the interval its output lies
+// in (`.range(-1_c, 1_c)`); a map whose last layer is an activation has that function's range
+// without one (tanh: (-1, 1)). The budget of a coefficient computed from the data, such as
+// exp(s(w)), follows from these ranges. Two calls of the same map in one layer share its
 // parameters (the two kicks of leapfrog use the same force).
 #pragma once
 
@@ -37,6 +40,14 @@ struct declared_slope {
   static constexpr rational lo{LN, LD}, hi{HN, HD};
 };
 
+/// No output range declared: the last layer's (an activation's range, or all reals).
+struct undeclared_range {};
+template <long long LN, long long LD, long long HN, long long HD>
+struct declared_range {
+  static_assert(rational{LN, LD}.value() <= rational{HN, HD}.value(), "rewind: a range needs lo <= hi");
+  static constexpr rational lo{LN, LD}, hi{HN, HD};
+};
+
 /// One layer of a map at run time: a dense layer (in -> out) or an activation (width).
 struct layer_shape {
   bool dense = false;
@@ -50,13 +61,15 @@ template <class T> inline constexpr bool is_activation = false;
 template <class F> inline constexpr bool is_activation<elementwise<F>> = true;
 }  // namespace detail
 
-template <class Name, class Slope, class... Layers>
+template <class Name, class Slope, class Range, class... Layers>
 struct learned_map : detail::map_tag {
   static constexpr std::string_view name = Name::view();
   static constexpr std::size_t depth = sizeof...(Layers);
   static constexpr std::size_t activation_count = (std::size_t{detail::is_activation<Layers>} + ... + 0);
   static constexpr bool slope_declared = !std::is_same_v<Slope, undeclared_slope>;
   using slope_type = Slope;
+  static constexpr bool range_declared = !std::is_same_v<Range, undeclared_range>;
+  using range_type = Range;
   /// The layers, as objects: dense_layer<N> and elementwise<Fn>.
   static constexpr auto layers() { return hana::make_tuple(Layers{}...); }
 
@@ -68,13 +81,18 @@ struct learned_map : detail::map_tag {
   /// The same map with its Jacobian slope declared to lie in [lo, hi] (exact rationals).
   template <long long LN, long long LD, long long HN, long long HD>
   constexpr auto slope(constant<LN, LD>, constant<HN, HD>) const {
-    return learned_map<Name, declared_slope<LN, LD, HN, HD>, Layers...>{};
+    return learned_map<Name, declared_slope<LN, LD, HN, HD>, Range, Layers...>{};
   }
   /// The same map with a Lipschitz bound K: slopes in [-K, K].
   template <long long N, long long D>
   constexpr auto lipschitz(constant<N, D>) const {
     static_assert(N >= 0, "rewind: a Lipschitz bound is not negative");
-    return learned_map<Name, declared_slope<-N, D, N, D>, Layers...>{};
+    return learned_map<Name, declared_slope<-N, D, N, D>, Range, Layers...>{};
+  }
+  /// The same map with its output declared to lie in [lo, hi] (exact rationals).
+  template <long long LN, long long LD, long long HN, long long HD>
+  constexpr auto range(constant<LN, LD>, constant<HN, HD>) const {
+    return learned_map<Name, Slope, declared_range<LN, LD, HN, HD>, Layers...>{};
   }
   /// The slope interval the analysis uses: declared, or [0, 0].
   static constexpr double slope_lo() {
@@ -84,6 +102,16 @@ struct learned_map : detail::map_tag {
   static constexpr double slope_hi() {
     if constexpr (slope_declared) return Slope::hi.value();
     else return 0.0;
+  }
+
+  /// The interval the output lies in, for the analysis: declared, else the last layer's range.
+  static constexpr double range_lo() {
+    if constexpr (range_declared) return Range::lo.value();
+    else return last_layer_bound(-cmath::infinity);
+  }
+  static constexpr double range_hi() {
+    if constexpr (range_declared) return Range::hi.value();
+    else return last_layer_bound(cmath::infinity);
   }
 
   /// The layers for a state of the given width.
@@ -117,6 +145,13 @@ struct learned_map : detail::map_tag {
       if (!l.dense) n += l.out;
     return n;
   }
+  /// The limit of the last layer at x = -inf or +inf: an activation's, or x itself (a dense layer).
+  static constexpr double last_layer_bound(double x) {
+    using last = typename decltype((std::type_identity<Layers>{}, ...))::type;
+    if constexpr (detail::is_activation<last>) return last::function::bound(x);
+    else return x;
+  }
+
   /// "784 -> 16 -> tanh -> 784" for a state of width 784 ("W" when width is 0).
   static std::string describe(std::size_t width = 0) {
     std::string s = width ? std::to_string(width) : "W";
@@ -159,7 +194,7 @@ constexpr auto map(Layers...) {
                 "rewind: the layers of a map are dense<N>, dense_same, or activations such as "
                 "rwd::tanh");
   static_assert(detail::output_is_state_width<Layers...>(), REWIND_E008);
-  return learned_map<name_of<Name>, undeclared_slope, Layers...>{};
+  return learned_map<name_of<Name>, undeclared_slope, undeclared_range, Layers...>{};
 }
 
 namespace detail {

@@ -1,8 +1,9 @@
 // rewind: a network is a stack of a block with a scalar type and a policy for the budget.
 //
-// A network deeper than the rewind budget L* of its scalar type would train on rounding noise.
-// With a compile-time depth and a block whose coefficients are compile-time constants, that is a
-// compile error (E007); otherwise building the network throws the same message. Policies say
+// A network deeper than the rewind budget L* of its scalar type would train on rounding noise,
+// and one whose budget is unknown (an alpha from the data that may come near zero) may do so at
+// any depth. With a compile-time depth and a block without runtime scalars, either is a compile
+// error (E007, E014); otherwise building the network throws the same message. Policies say
 // otherwise on purpose:
 //   policy::strict   (default) depth <= L*, checked
 //   policy::lossy    over budget on purpose (to measure the cliff, say); nothing is checked
@@ -53,7 +54,7 @@ struct network_t {
 namespace detail {
 template <class Block>
 constexpr bool budget_is_static() {
-  return !Block::has_runtime_scalars && classify(Block{}) != block_class::data_dependent;
+  return !Block::has_runtime_scalars;
 }
 
 template <class Block>
@@ -82,6 +83,37 @@ inline std::string e007_runtime(std::string_view scalar, std::size_t depth, cons
   return std::string(REWIND_E007) + " (depth " + std::to_string(depth) + ", L* = " +
          std::to_string(b.layers) + " layers in " + std::string(scalar) + ", rate " +
          format_double(b.rate, 6) + " per layer)";
+}
+
+/// E014 with the update whose alpha may come near zero, and its range.
+template <class Block>
+std::string e014_runtime(const budget_report& b, const env& bindings) {
+  std::string which;
+  std::size_t i = 0;
+  hana::for_each(Block::updates(), [&](auto u) {
+    using U = decltype(u);
+    const print_context ctx{&bindings};
+    if (i++ == b.unbounded_update)
+      which = "alpha = " + to_string(typename U::alpha{}, ctx) + " in " + U::text(ctx) + " ranges over [" +
+              format_double(b.unbounded_range.lo, 6) + ", " + format_double(b.unbounded_range.hi, 6) + "]";
+  });
+  return std::string(REWIND_E014) + " (" + which + ")";
+}
+
+/// The strict policy at a model's mode::reversible: refuses an unknown budget (E014) and a depth
+/// past the budget (E007), naming what else the model offers past it.
+template <class Scalar, class Block>
+void check_rewind_budget(const budget_report& b, std::size_t depth, const env& bindings, std::string_view instead) {
+  if (!b.known()) throw error(e014_runtime<Block>(b, bindings) + "; in this model: use mode::checkpointed, or options.lossy");
+  if (static_cast<long long>(depth) > b.layers)
+    throw error(e007_runtime(scalar_traits<Scalar>::name, depth, b) + "; in this model: " + std::string(instead));
+}
+
+/// The compile-time E014, in a function named after the update whose alpha may come near zero
+/// (the compiler prints the update's type beside the message).
+template <class Update>
+constexpr void refuse_alpha_near_zero() {
+  static_assert(!std::is_same_v<Update, Update>, REWIND_E014);
 }
 }  // namespace detail
 
@@ -114,7 +146,8 @@ template <class Scalar, class Policy, class Block, std::size_t Depth>
 constexpr network_t<Scalar, Policy, Block, Depth> checked_network(stack_t<Block, Depth> s, const env& bindings) {
   check_runtime_coefficients<Block>(bindings);
   network_t<Scalar, Policy, Block, Depth> n{s.depth, bindings, budget<Scalar>(Block{}, bindings)};
-  if (Policy::checks_budget && n.budget.known() && static_cast<long long>(n.depth) > n.budget.layers)
+  if (Policy::checks_budget && !n.budget.known()) throw error(e014_runtime<Block>(n.budget, bindings));
+  if (Policy::checks_budget && static_cast<long long>(n.depth) > n.budget.layers)
     throw error(e007_runtime(scalar_traits<Scalar>::name, n.depth, n.budget));
   return n;
 }
@@ -123,14 +156,17 @@ constexpr network_t<Scalar, Policy, Block, Depth> checked_network(stack_t<Block,
 /// A network of `stack` in scalar type Scalar under Policy, runtime scalars from `bindings`.
 template <class Scalar, class Policy = policy::strict, class Block, std::size_t Depth>
 constexpr auto network(stack_t<Block, Depth> s, const env& bindings = {}) {
-  constexpr bool over_budget_statically = [] {
-    if constexpr (Depth != dynamic_depth && Policy::checks_budget && detail::budget_is_static<Block>())
-      return budget<Scalar>(Block{}).layers < static_cast<long long>(Depth);
-    else return false;
+  constexpr bool checked_statically = Depth != dynamic_depth && Policy::checks_budget && detail::budget_is_static<Block>();
+  constexpr budget_report static_report = [] {
+    if constexpr (checked_statically) return budget<Scalar>(Block{});
+    else return budget_report{};
   }();
-  if constexpr (over_budget_statically) {
-    static_assert(!over_budget_statically, REWIND_E007);
+  if constexpr (!static_report.known()) {
+    detail::refuse_alpha_near_zero<std::remove_cvref_t<decltype(hana::at_c<static_report.unbounded_update>(Block::updates()))>>();
     return network_t<Scalar, Policy, Block, Depth>{};  // one message: nothing below is evaluated
+  } else if constexpr (static_report.layers < static_cast<long long>(Depth)) {
+    static_assert(static_report.layers >= static_cast<long long>(Depth), REWIND_E007);
+    return network_t<Scalar, Policy, Block, Depth>{};
   } else {
     return detail::checked_network<Scalar, Policy>(s, bindings);
   }

@@ -2,8 +2,9 @@
 //
 // Constants of the language are exact rationals held in the type (`constant<9, 10>`), never
 // floating-point template parameters (clang 14 rejects those). The literal `0.9_c` is parsed at
-// compile time into 9/10. The budget analysis needs sqrt and ln at compile time; std:: offers
-// neither as constexpr in C++20, so they are here, accurate to a few ulps on the ranges used.
+// compile time into 9/10. The budget analysis needs sqrt, ln and exp (and tanh and the sigmoid,
+// for the ranges of coefficients) at compile time; std:: offers none as constexpr in C++20, so
+// they are here, accurate to a few ulps on the ranges used.
 #pragma once
 
 #include <cstdint>
@@ -110,6 +111,39 @@ constexpr double floor(double x) {
   if (x != x || x == infinity || x == -infinity) return x;
   const auto i = static_cast<long long>(x);
   return static_cast<double>(i) > x ? static_cast<double>(i - 1) : static_cast<double>(i);
+}
+
+/// Exponential: x = k ln2 + r with |r| <= ln2/2, a Taylor series for e^r, then k halvings or
+/// doublings (so results in the subnormal range are rounded once per halving).
+constexpr double exp(double x) {
+  if (x != x) return x;
+  if (x > 709.8) return infinity;
+  if (x < -745.2) return 0.0;
+  const double k = floor(x / ln2 + 0.5);
+  const double r = x - k * ln2;
+  double term = 1.0, sum = 1.0;
+  for (int n = 1; n < 30; ++n) {
+    term *= r / n;
+    if (sum + term == sum) break;
+    sum += term;
+  }
+  for (long long i = static_cast<long long>(k); i > 0; --i) sum *= 2.0;
+  for (long long i = static_cast<long long>(k); i < 0; ++i) sum /= 2.0;
+  return sum;
+}
+
+constexpr double tanh(double x) {
+  if (x != x) return x;
+  const double t = exp(-2.0 * abs(x));  // in [0, 1]: no overflow
+  const double y = (1.0 - t) / (1.0 + t);
+  return x < 0 ? -y : y;
+}
+
+constexpr double sigmoid(double x) {
+  if (x != x) return x;
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  const double e = exp(x);
+  return e / (1.0 + e);
 }
 
 }  // namespace cmath

@@ -185,9 +185,8 @@ class model {
       if (ready) ready(first_final);
     };
     if (m == mode::exact) return loss_and_gradient_exact(batch, labels, done);
-    if (m == mode::reversible && !o_.lossy && budget_.known() && static_cast<long long>(depth_) > budget_.layers)
-      throw error(rwd::detail::e007_runtime(scalar_traits<T>::name, depth_, budget_) +
-                  "; in this model: use mode::checkpointed or mode::exact, or options.lossy");
+    if (m == mode::reversible && !o_.lossy)
+      rwd::detail::check_rewind_budget<T, Block>(budget_, depth_, bindings_, "use mode::checkpointed or mode::exact, or options.lossy");
     states st(*this);
     st.load(batch, input_);
     std::vector<buffer<T>> tape;  // stored: per update; checkpointed: the state at layers k, 2k, ...

@@ -124,9 +124,8 @@ class model {
     rwd::check_batch(batch, o_.width, o_.batch);
     rwd::check_labels(labels, o_.batch, o_.classes);
     if (m == mode::exact) throw error("rewind: mode::exact runs on the CPU backend (its GPU half is not built yet)");
-    if (m == mode::reversible && !o_.lossy && budget_.known() && static_cast<long long>(depth_) > budget_.layers)
-      throw error(rwd::detail::e007_runtime(scalar_traits<T>::name, depth_, budget_) +
-                  "; in this model: use mode::checkpointed, or options.lossy");
+    if (m == mode::reversible && !o_.lossy)
+      rwd::detail::check_rewind_budget<T, Block>(budget_, depth_, bindings_, "use mode::checkpointed, or options.lossy");
     const cudaStream_t s = ctx_.stream();
     queue_parameter_check();
     queue_alpha_check();
