@@ -3,15 +3,17 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <random>
 #include <rewind/cpu.hpp>
 #include <vector>
 
-#include "../dsl/long_blocks.hpp"
+#include "gradient_checks.hpp"
 
 using namespace rwd::literals;
 
 namespace {
+using cpu_tests::check_gradient_fd;
+using cpu_tests::labels;
+using cpu_tests::random_batch;
 inline constexpr rwd::var<"x"> x;
 inline constexpr rwd::var<"v"> v;
 inline constexpr rwd::var<"w"> w;
@@ -27,20 +29,6 @@ inline constexpr auto twice = rwd::block(v = v + f(x) + 0.5_c * rwd::tanh(f(x)) 
 inline constexpr auto affine = rwd::block(x = x * rwd::exp(g.range(-2_c, 2_c)(v)) + f(v), v = v + f(x));
 inline constexpr auto three = rwd::block(v = 0.5_c * v + f(x), w = w + g(v) * rwd::tanh(x), x = x + v - 0.25_c * w);
 
-template <class T>
-std::vector<T> random_batch(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-scale, scale);
-  std::vector<T> b(n);
-  for (auto& e : b) e = static_cast<T>(u(rng));
-  return b;
-}
-std::vector<int> labels(std::size_t n, std::size_t classes) {
-  std::vector<int> y(n);
-  for (std::size_t j = 0; j < n; ++j) y[j] = static_cast<int>((j * 7 + 3) % classes);
-  return y;
-}
-
 template <class T, class Block>
 double round_trip_error(Block b, std::size_t depth) {
   rwd::cpu::model<T, Block> m(b, depth, {.width = 12, .batch = 5, .classes = 3, .seed = 7});
@@ -55,43 +43,6 @@ double round_trip_error(Block b, std::size_t depth) {
       den += want * want;
     }
   return std::sqrt(num / den);
-}
-
-template <class Block>
-void check_gradient_fd(Block b, std::size_t depth, std::string_view input = "x", std::string_view output = "x") {
-  const std::size_t W = 6, B = 3, C = 4;
-  rwd::cpu::model<double, Block> m(b, depth, {.width = W, .batch = B, .classes = C, .seed = 11, .input = input, .output = output});
-  const auto batch = random_batch<double>(W * B, 5);
-  const auto y = labels(B, C);
-  for (auto md : {rwd::cpu::mode::stored, rwd::cpu::mode::reversible}) {
-    m.loss_and_gradient(batch, y, md);
-    const std::vector<double> grad(m.gradients().begin(), m.gradients().end());
-    const std::vector<double> ginput(m.input_gradient().begin(), m.input_gradient().end());
-    auto params = m.parameters();
-    const double h = 1e-6;
-    double worst = 0;
-    for (std::size_t i = 0; i < params.size(); i += 7) {  // a spread of parameters
-      const double keep = params[i];
-      params[i] = keep + h;
-      const double up = m.loss_and_gradient(batch, y, md);
-      params[i] = keep - h;
-      const double down = m.loss_and_gradient(batch, y, md);
-      params[i] = keep;
-      const double fd = (up - down) / (2 * h);
-      worst = std::max(worst, std::abs(fd - grad[i]) / std::max(1e-3, std::abs(fd)));
-    }
-    for (std::size_t i = 0; i < batch.size(); i += 2) {
-      auto moved = batch;
-      moved[i] += h;
-      const double up = m.loss_and_gradient(moved, y, md);
-      moved[i] -= 2 * h;
-      const double down = m.loss_and_gradient(moved, y, md);
-      const double fd = (up - down) / (2 * h);
-      worst = std::max(worst, std::abs(fd - ginput[i]) / std::max(1e-3, std::abs(fd)));
-    }
-    CAPTURE(static_cast<int>(md));
-    CHECK(worst < 1e-6);
-  }
 }
 
 template <class Block>
@@ -139,31 +90,6 @@ TEST_CASE("cpu: gradients against central differences in float64, both modes") {
   check_gradient_fd(twice, 3);
   check_gradient_fd(affine, 3);
   check_gradient_fd(activation_first, 3);  // a map that starts with an activation, dense after dense
-}
-
-TEST_CASE("cpu: a chain of eight couplings (16 maps) trains in reversible mode, gradients against central differences") {
-  using long_blocks::eight_couplings;
-  check_gradient_fd(eight_couplings, 3, "x1", "x2");
-  // trained: reversible steps lower the loss, and the gradients stay those of stored backprop
-  rwd::cpu::model<double, std::remove_cv_t<decltype(eight_couplings)>> m(
-      eight_couplings, 4, {.width = 6, .batch = 8, .classes = 3, .seed = 2, .input = "x1", .output = "x2"});
-  const auto batch = random_batch<double>(6 * 8, 4);
-  const auto y = labels(8, 3);
-  const double first = m.loss_and_gradient(batch, y, rwd::cpu::mode::reversible);
-  for (int step = 0; step < 30; ++step) {
-    m.loss_and_gradient(batch, y, rwd::cpu::mode::reversible);
-    m.apply(rwd::sgd{.lr = 0.2});
-  }
-  const double last = m.loss_and_gradient(batch, y, rwd::cpu::mode::reversible);
-  const std::vector<double> reversible(m.gradients().begin(), m.gradients().end());
-  m.loss_and_gradient(batch, y, rwd::cpu::mode::stored);
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < reversible.size(); ++i)
-    worst = std::max(worst, std::abs(reversible[i] - m.gradients()[i])), scale = std::max(scale, std::abs(m.gradients()[i]));
-  CAPTURE(first);
-  CAPTURE(last);
-  CHECK(last < 0.9 * first);
-  CHECK(worst <= 1e-12 * scale);
 }
 
 TEST_CASE("cpu: reversible equals stored in float32 inside the budget") {
