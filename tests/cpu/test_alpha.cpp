@@ -37,7 +37,7 @@ TEST_CASE("alpha from the data: a zero, a denormal or an infinite element is an 
       rwd::cpu::model<float, gated_t> model(gated, 6, options);
       const std::vector<float> before(model.parameters().begin(), model.parameters().end());
       CHECK_THROWS_WITH_AS(model.loss_and_gradient(batch_with(value), labels, m),
-                           doctest::Contains("denormal or not finite at 1 of 24 elements in layer 0, update x <- exp(v)*x + f(v)"),
+                           doctest::Contains("at 1 of 24 elements in layer 0, update x <- exp(v)*x + f(v)"),
                            rwd::error);
       CHECK(std::ranges::equal(model.parameters(), before));
       CHECK_THROWS_WITH_AS(model.forward(batch_with(value)), doctest::Contains("rewind E002"), rwd::error);
@@ -84,4 +84,19 @@ TEST_CASE("alpha from the data: no budget, no rewind under the strict policy; a 
   CHECK(worst < 1e-12);
   rwd::cpu::model<float, half_t> deep(test_blocks::half_gate, 24, strict);
   CHECK_THROWS_WITH_AS(deep.loss_and_gradient(good, labels, rwd::mode::reversible), doctest::Contains("rewind E007"), rwd::error);
+}
+
+TEST_CASE("alpha from the data: a declared range that does not hold is an error, not a budget on false premises") {
+  using namespace rwd::literals;
+  using test_blocks::f;
+  using test_blocks::g;
+  using test_blocks::v;
+  using test_blocks::x;
+  // the map promises outputs in [1/2, 2], so the budget counts alpha >= 1/2 (23 layers in
+  // float32); its outputs start near 0 (small initial weights), so the promise is broken
+  constexpr auto promised = rwd::block(x = g.range(0.5_c, 2_c)(v) * x + f(v), v = v + g(x));
+  static_assert(rwd::budget<float>(promised).layers == 23);
+  rwd::cpu::model<float, std::remove_cv_t<decltype(promised)>> model(promised, 4, options);
+  CHECK_THROWS_WITH_AS(model.loss_and_gradient(batch_with(0.25f), labels, rwd::mode::stored),
+                       doctest::Contains("outside its range [0.5, 2], at 24 of 24 elements in layer 0"), rwd::error);
 }

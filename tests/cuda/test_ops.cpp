@@ -84,9 +84,9 @@ int check_block(Block, double mu = 0.7) {
       auto h = f;
       h.state[t] = checked_target.data();
       unsigned bad = 0;
-      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false});
+      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false, {}});
       CHECK(max_diff(cpu_eval<Layout, typename U::rhs>(f), checked_target) < 1e-14);
-      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, true});
+      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, true, {}});
       CHECK(max_diff(Eigen::Map<const array>(f.state[t], n), checked_target) < 1e-12);
       CHECK(bad == 0);
       // the alpha's map call (affine: exp(s(x2))): -800 underflows to 0, 800 overflows
@@ -94,7 +94,17 @@ int check_block(Block, double mu = 0.7) {
       std::vector<double> call(f.calls[c], f.calls[c] + n);
       call[3] = -800, call[100] = 800;
       h.calls[c] = call.data();
-      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false});
+      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false, {}});
+      CHECK(bad == 2);
+      // and outside the range the budget rests on (affine: s ends in tanh, so exp(s) in [1/e, e]):
+      // the engine passes the update's bounds; s = 1 is inside, s = 1.01 and s = -3 are not
+      const auto bounds = rwd::alpha_bounds_of<double, U>({});
+      CHECK(bounds.lo == doctest::Approx(std::exp(-1.0)).epsilon(1e-12));
+      CHECK(bounds.hi == doctest::Approx(std::exp(1.0)).epsilon(1e-12));
+      std::fill(call.begin(), call.end(), 1.0);
+      call[5] = 1.01, call[9] = -3;
+      bad = 0;
+      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false, bounds});
       CHECK(bad == 2);
       ++checked;
     }

@@ -77,11 +77,14 @@ inline std::string e002_runtime(const std::string& update_text) {
 }
 
 /// Run-time twin of E002 for a data-dependent alpha: elements of it that are zero, denormal or
-/// not finite, as the engine computed them in one layer.
-inline std::string e002_elements(const std::string& update_text, std::size_t layer, std::size_t bad, std::size_t total) {
-  return "rewind E002 (rule 2): the coefficient alpha of the target is zero, denormal or not finite at " + std::to_string(bad) +
-         " of " + std::to_string(total) + " elements in layer " + std::to_string(layer) + ", update " + update_text +
-         "; the update cannot be inverted there (mode::stored never divides by alpha)";
+/// not finite, or outside the range its budget was derived from (`range_text`, "[0.5, 1]"), as
+/// the engine computed them in one layer.
+inline std::string e002_elements(const std::string& update_text, const std::string& range_text, std::size_t layer,
+                                 std::size_t bad, std::size_t total) {
+  return "rewind E002 (rule 2): the coefficient alpha of the target is zero, denormal or not finite, or outside its range " +
+         range_text + ", at " + std::to_string(bad) + " of " + std::to_string(total) + " elements in layer " +
+         std::to_string(layer) + ", update " + update_text +
+         "; the update cannot be inverted there, or not within its budget (mode::stored never divides by alpha)";
 }
 
 }  // namespace rwd

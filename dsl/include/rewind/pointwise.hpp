@@ -13,6 +13,7 @@
 #include "adjoint.hpp"
 #include "config.hpp"
 #include "functions.hpp"
+#include "range.hpp"
 
 namespace rwd {
 

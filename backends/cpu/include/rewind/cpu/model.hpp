@@ -432,8 +432,8 @@ class model {
 
   /// s <- alpha*s + g, or its inverse s <- (s - g) / alpha, for an alpha that reads the data: in
   /// chunks that stay in the cache, alpha is evaluated once per element, counted where it is zero,
-  /// denormal or not finite, and used; any such element is an error naming the update and the
-  /// layer (the state is then void, as the step that throws).
+  /// denormal, not finite or outside its range (alpha_bounds), and used; any such element is an
+  /// error naming the update and the layer (the state is then void, as the step that throws).
   template <class U>
   void apply_checked(update_frame<U>& uf, T* target, std::size_t layer, bool inverse) const {
     using Layout = typename update_frame<U>::Layout;
@@ -445,6 +445,7 @@ class model {
       else return e.segment(i, len);
     };
     Eigen::Map<array> s(target, n);
+    const alpha_bounds<T> bounds = alpha_bounds_of<T, U>(bindings_);
     constexpr Eigen::Index chunk = 512;
     Eigen::Array<T, chunk, 1> a;
     Eigen::Index bad = 0;
@@ -452,12 +453,15 @@ class model {
       const Eigen::Index len = std::min(chunk, n - i);
       auto ai = a.head(len);
       ai = part(alpha, i, len);
-      bad += len - (ai.abs() >= std::numeric_limits<T>::min() && ai.abs() <= std::numeric_limits<T>::max()).count();
+      bad += len - (ai.abs() >= std::numeric_limits<T>::min() && ai.abs() <= std::numeric_limits<T>::max() && ai >= bounds.lo &&
+                    ai <= bounds.hi)
+                       .count();
       if (inverse) s.segment(i, len) = (s.segment(i, len) - part(g, i, len)) / ai;
       else s.segment(i, len) = ai * s.segment(i, len) + part(g, i, len);
     }
     if (bad > 0) [[unlikely]]
-      throw error(rwd::e002_elements(U::text(), layer, static_cast<std::size_t>(bad), static_cast<std::size_t>(n)));
+      throw error(rwd::e002_elements(U::text(), to_string(range_of(typename U::alpha{}, bindings_)), layer, static_cast<std::size_t>(bad),
+                                     static_cast<std::size_t>(n)));
   }
 
   template <class U>

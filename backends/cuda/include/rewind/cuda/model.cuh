@@ -299,18 +299,23 @@ class model {
       REWIND_CUDA(cudaMemsetAsync(alpha_bad_.data(), 0, alpha_bad_.size() * sizeof(unsigned), ctx_.stream()));
   }
   /// Waits for the stream, then throws rewind E002 naming the update and the layer where an alpha
-  /// that reads the data was zero, denormal or not finite: the lowest such layer of the forward
+  /// that reads the data was zero, denormal, not finite or out of its range: the lowest such layer of the forward
   /// pass, else the highest of the rewind (where the CPU engine stops).
   void check_alphas() {
     if constexpr (has_data_alpha) {
       std::vector<unsigned> bad(alpha_bad_.size());
       download(bad.data(), alpha_bad_.data(), bad.size(), ctx_.stream());
-      std::array<std::string, Block::size> texts;
+      std::array<std::string, Block::size> texts, ranges;
       std::size_t k = 0;
-      hana::for_each(Block::updates(), [&](auto u) { texts[k++] = decltype(u)::text(); });
+      hana::for_each(Block::updates(), [&](auto u) {
+        using U = decltype(u);
+        ranges[k] = to_string(range_of(typename U::alpha{}, bindings_));
+        texts[k++] = U::text();
+      });
       const std::size_t per_pass = depth_ * Block::size;
       auto report = [&](std::size_t at) {
-        throw error(rwd::e002_elements(texts[at % Block::size], (at % per_pass) / Block::size, bad[at], o_.width * o_.batch));
+        throw error(rwd::e002_elements(texts[at % Block::size], ranges[at % Block::size], (at % per_pass) / Block::size, bad[at],
+                                       o_.width * o_.batch));
       };
       for (std::size_t at = 0; at < per_pass; ++at)
         if (bad[at]) report(at);
@@ -370,7 +375,8 @@ class model {
       uf.place_calls(base, o_.width, o_.batch);
       compute_calls(l, uf);
       if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
-        for_each(checked_update_op<Layout, U, T>{uf.f, target, alpha_counter(false, l, ui), false}, n, ctx_.stream());
+        for_each(checked_update_op<Layout, U, T>{uf.f, target, alpha_counter(false, l, ui), false, alpha_bounds_of<T, U>(bindings_)}, n,
+                 ctx_.stream());
       else for_each(assign_op<Layout, typename U::rhs, T>{uf.f, target}, n, ctx_.stream());  // s <- alpha*s + g
       if (tape) tape->push_back(std::move(ws));
       ++ui;
@@ -391,7 +397,8 @@ class model {
       compute_calls(l, uf);
       T* target = st.s[Layout::template state_index<typename U::target>].data();
       if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
-        for_each(checked_update_op<Layout, U, T>{uf.f, target, alpha_counter(true, l, ui), true}, o_.width * o_.batch, ctx_.stream());
+        for_each(checked_update_op<Layout, U, T>{uf.f, target, alpha_counter(true, l, ui), true, alpha_bounds_of<T, U>(bindings_)},
+                 o_.width * o_.batch, ctx_.stream());
       else for_each(invert_op<Layout, U, T>{uf.f, target}, o_.width * o_.batch, ctx_.stream());  // s <- (s - g) / alpha
       if (with_adjoint) {
         uf.place_steps(steps, o_.width, o_.batch);

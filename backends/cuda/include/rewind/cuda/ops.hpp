@@ -45,13 +45,6 @@ struct invert_op {
   }
 };
 
-/// Can the rewind divide by a? Not when it is zero, denormal or not finite.
-template <class T>
-REWIND_HOST_DEVICE bool usable_alpha(T a) {
-  const T m = a < T(0) ? -a : a;
-  return m >= std::numeric_limits<T>::min() && m <= std::numeric_limits<T>::max();  // false for NaN
-}
-
 /// ++*counter, atomically on the device.
 REWIND_HOST_DEVICE inline void count_one(unsigned* counter) {
 #ifdef __CUDA_ARCH__
@@ -63,16 +56,18 @@ REWIND_HOST_DEVICE inline void count_one(unsigned* counter) {
 
 /// Update U with an alpha that reads the data, forward (s <- alpha*s + g) or inverse
 /// (s <- (s - g) / alpha): alpha evaluated once per element, and counted in *bad where the rewind
-/// could not divide by it (the engine reads the count at its next synchronisation).
+/// could not divide by it or it leaves the range its budget rests on (the engine reads the count
+/// at its next synchronisation).
 template <class Layout, class U, class T>
 struct checked_update_op {
   typename Layout::template frame<T> f;
   T* target;
   unsigned* bad;
   bool inverse;
+  rwd::alpha_bounds<T> bounds;
   REWIND_HOST_DEVICE void operator()(std::size_t i) const {
     const T a = evaluate<Layout, typename U::alpha, T>(f, i), g = evaluate<Layout, typename U::g, T>(f, i);
-    if (!usable_alpha(a)) count_one(bad);
+    if (!bounds.accepts(a)) count_one(bad);
     target[i] = inverse ? (target[i] - g) / a : a * target[i] + g;
   }
 };
