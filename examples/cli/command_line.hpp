@@ -39,6 +39,10 @@ struct command_line {
     me->add_option("--width", memory.width, "state width")->check(CLI::PositiveNumber);
     me->add_option("--mu", memory.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
     me->add_option("--steps", memory.steps, "measured steps per configuration (median)")->check(CLI::PositiveNumber);
+    me->add_option("--rounds", memory.rounds,
+                   "run the whole sweep this many times, interleaved (each configuration once per round); "
+                   "report the median of the rounds and the spread of each ratio")
+        ->check(CLI::Range(1, 99));
     me->add_option("--threads", memory.threads, "GEMM threads (0: all cores)")->check(CLI::NonNegativeNumber);
     me->add_option("--json", memory.json, "write the results as JSON (CSV and PNG beside it)");
     me->add_option("--device", memory.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));

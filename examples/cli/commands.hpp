@@ -21,6 +21,7 @@ struct memory_options {
   std::size_t batch = 128, width = 784;
   double mu = 0.9;
   int steps = 5, threads = 0;
+  int rounds = 1;  // the whole sweep this many times, interleaved; medians over the rounds
   std::string json, device = "cpu";
   bool child = false;  // internal: measure one configuration in this process, print one line
   int child_mode = 0;

@@ -157,52 +157,101 @@ int run_memory(const memory_options& o, const std::string& self) {
     where = "GPU " + gpu::make<float>(1, {.width = 8, .batch = 1, .classes = 2}, o.mu)->device() + ", CUDA events";
   }
   const double gemm = gpu ? 0 : gemm_gflops(o);
-  fmt::print("rewind memory: width {}, map {} -> 16 -> tanh -> {}, batch {}, float32, mu {}, {}, median of {} steps\n", o.width,
-             o.width, o.width, o.batch, o.mu, where, o.steps);
+  fmt::print("rewind memory: width {}, map {} -> 16 -> tanh -> {}, batch {}, float32, mu {}, {}, median of {} steps{}\n", o.width,
+             o.width, o.width, o.batch, o.mu, where, o.steps,
+             o.rounds > 1 ? fmt::format(", {} interleaved rounds", o.rounds) : std::string());
   if (gpu) fmt::print("peak MB: tracked device bytes of the step's activations and workspaces\n\n");
   else fmt::print("Eigen GEMM on one layer's six products: {:.2f} GFLOP/s\n\n", gemm);
-  fmt::print("{:>6} {:>11} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}\n", "depth", "mode", "step ms", "plan MB", "peak MB",
-             "RSS MB", "GFLOP/s", "of GEMM");
-  std::vector<row> rows;
-  progress bar("configurations", o.modes.size() * o.depths.size());
-  for (std::size_t d : o.depths)
-    for (const auto& name : o.modes) {
-      const auto m = parse_mode(name);
-      const row r = isolated(self, d, m, o);
-      rows.push_back(r);
-      fmt::print("{:>6} {:>11} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>8}\n", d, rwd::cpu::to_string(m), r.step_ms,
-                 r.plan / 1e6, r.peak / 1e6, r.rss / 1e6, r.gflops, gpu ? std::string("-") : fmt::format("{:.0f}%", 100 * r.gflops / gemm));
-      if (m == rwd::cpu::mode::exact) {
-        const double elements = 1.0 * o.width * o.batch, ideal = d * std::log2(1 / o.mu) / 8;  // v alone is scaled
-        fmt::print("{:>6} {:>11} ledger {:.2f} bytes per element of v (L log2(1/mu) / 8 = {:.2f})\n", "", "", r.ledger / elements, ideal);
+  fmt::print("{:>6} {:>11} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}{}\n", "depth", "mode", "step ms", "plan MB", "peak MB", "RSS MB",
+             "GFLOP/s", "of GEMM", o.rounds > 1 ? "  round" : "");
+  // round r measures every configuration once, in the same order, so that a slow spell of a busy
+  // machine falls on every configuration of a round alike; ratios are taken within a round
+  const std::size_t k = o.modes.size(), n = k * o.depths.size();
+  const auto rounds = static_cast<std::size_t>(o.rounds);
+  std::vector<row> all;  // round-major: all[r * n + i]
+  progress bar("configurations", n * rounds);
+  for (std::size_t r = 0; r < rounds; ++r)
+    for (std::size_t d : o.depths)
+      for (const auto& name : o.modes) {
+        const auto m = parse_mode(name);
+        const row x = isolated(self, d, m, o);
+        all.push_back(x);
+        fmt::print("{:>6} {:>11} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>8}{}\n", d, rwd::cpu::to_string(m), x.step_ms,
+                   x.plan / 1e6, x.peak / 1e6, x.rss / 1e6, x.gflops, gpu ? std::string("-") : fmt::format("{:.0f}%", 100 * x.gflops / gemm),
+                   rounds > 1 ? fmt::format("  {:>5}", r + 1) : std::string());
+        if (m == rwd::cpu::mode::exact) {
+          const double elements = 1.0 * o.width * o.batch, ideal = d * std::log2(1 / o.mu) / 8;  // v alone is scaled
+          fmt::print("{:>6} {:>11} ledger {:.2f} bytes per element of v (L log2(1/mu) / 8 = {:.2f})\n", "", "", x.ledger / elements, ideal);
+        }
+        std::fflush(stdout);
       }
-      std::fflush(stdout);
-    }
-  const std::size_t k = o.modes.size();
-  if (o.modes.front() == "stored" && k > 1) {
-    fmt::print("\n{:>6} {:>13} {:>18} {:>20}\n", "depth", "mode", "time / stored", "stored / memory");
-    for (std::size_t i = 0; i + k <= rows.size(); i += k)
-      for (std::size_t j = 1; j < k; ++j)
-        fmt::print("{:>6} {:>13} {:>18.3f} {:>20.1f}\n", rows[i].depth, o.modes[j], rows[i + j].step_ms / rows[i].step_ms,
-                   rows[i].peak / rows[i + j].peak);
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  // per configuration: the median over the rounds (bytes are the same every round; RSS the largest)
+  std::vector<row> rows(n);
+  std::vector<std::vector<double>> times(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t r = 0; r < rounds; ++r) times[i].push_back(all[r * n + i].step_ms);
+    rows[i] = all[i];
+    rows[i].step_ms = median(times[i]);
+    rows[i].gflops = all[i].gflops * all[i].step_ms / rows[i].step_ms;
+    for (std::size_t r = 0; r < rounds; ++r) rows[i].rss = std::max(rows[i].rss, all[r * n + i].rss);
+  }
+  struct ratio {
+    std::size_t depth;
+    std::string mode;
+    double median, lo, hi;
+  };
+  std::vector<ratio> ratios;
+  if (o.modes.front() == "stored" && k > 1)
+    for (std::size_t i = 0; i < n; i += k)
+      for (std::size_t j = 1; j < k; ++j) {
+        std::vector<double> per_round;
+        for (std::size_t r = 0; r < rounds; ++r) per_round.push_back(all[r * n + i + j].step_ms / all[r * n + i].step_ms);
+        ratios.push_back({rows[i].depth, o.modes[j], median(per_round), *std::min_element(per_round.begin(), per_round.end()),
+                          *std::max_element(per_round.begin(), per_round.end())});
+      }
+  if (rounds > 1) {
+    fmt::print("\nmedian of {} rounds\n{:>6} {:>11} {:>10} {:>12} {:>12} {:>10} {:>9}\n", rounds, "depth", "mode", "step ms",
+               "plan MB", "peak MB", "RSS MB", "GFLOP/s");
+    for (const row& x : rows)
+      fmt::print("{:>6} {:>11} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f}\n", x.depth,
+                 rwd::cpu::to_string(static_cast<rwd::cpu::mode>(x.mode)), x.step_ms, x.plan / 1e6, x.peak / 1e6, x.rss / 1e6, x.gflops);
+  }
+  if (!ratios.empty()) {
+    fmt::print("\n{:>6} {:>13} {:>18} {:>20}{}\n", "depth", "mode", "time / stored", "stored / memory",
+               rounds > 1 ? "   ratio in each round" : "");
+    for (std::size_t i = 0, at = 0; i < n; i += k)
+      for (std::size_t j = 1; j < k; ++j, ++at)
+        fmt::print("{:>6} {:>13} {:>18.3f} {:>20.1f}{}\n", ratios[at].depth, ratios[at].mode, ratios[at].median,
+                   rows[i].peak / rows[i + j].peak,
+                   rounds > 1 ? fmt::format("   {:.3f} to {:.3f}", ratios[at].lo, ratios[at].hi) : std::string());
   }
   fmt::print("({:.0f} s)\n", bar.elapsed());
   if (o.json.empty()) return 0;
 
   std::string json = fmt::format(
       "{{\"config\": {{\"width\": {}, \"hidden\": 16, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, "
-      "\"steps\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
-      o.width, o.batch, json_number(o.mu), rwd::cpu::threads(), o.steps, json_number(gemm), o.device);
+      "\"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
+      o.width, o.batch, json_number(o.mu), rwd::cpu::threads(), o.steps, rounds, json_number(gemm), o.device);
   std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     const auto mode = rwd::cpu::to_string(static_cast<rwd::cpu::mode>(r.mode));
     json += fmt::format(
         "  {{\"depth\": {}, \"mode\": \"{}\", \"activation_bytes_plan\": {:.0f}, \"activation_bytes_peak\": {:.0f}, "
-        "\"rss_peak_bytes\": {:.0f}, \"step_ms_median\": {}, \"gflops\": {}, \"ledger_bytes\": {:.0f}}}{}\n",
-        r.depth, mode, r.plan, r.peak, r.rss, json_number(r.step_ms), json_number(r.gflops), r.ledger, i + 1 < rows.size() ? "," : "");
+        "\"rss_peak_bytes\": {:.0f}, \"step_ms_median\": {}, \"step_ms_rounds\": [{}], \"gflops\": {}, \"ledger_bytes\": {:.0f}}}{}\n",
+        r.depth, mode, r.plan, r.peak, r.rss, json_number(r.step_ms), json_list(times[i]), json_number(r.gflops), r.ledger,
+        i + 1 < rows.size() ? "," : "");
     csv += fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f}\n", r.depth, mode, r.plan, r.peak, r.rss, r.step_ms, r.gflops);
   }
+  json += " ],\n \"ratios\": [\n";
+  for (std::size_t i = 0; i < ratios.size(); ++i)
+    json += fmt::format("  {{\"depth\": {}, \"mode\": \"{}\", \"time_over_stored_median\": {}, \"min\": {}, \"max\": {}}}{}\n",
+                        ratios[i].depth, ratios[i].mode, json_number(ratios[i].median), json_number(ratios[i].lo),
+                        json_number(ratios[i].hi), i + 1 < ratios.size() ? "," : "");
   json += " ]}\n";
   const std::string csv_path = write_json_and_csv(o.json, json, csv);
   auto series = [&](const std::string& y) {

@@ -68,6 +68,13 @@ inline std::string json_number(double x) {
   return fmt::format("{:.9g}", x);
 }
 
+/// "1.5, 2, null": numbers for a JSON array.
+inline std::string json_list(const std::vector<double>& xs) {
+  std::string out;
+  for (std::size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + json_number(xs[i]);
+  return out;
+}
+
 inline bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 /// Draws a PNG with gnuplot from a script whose `set output` is filled in; says so when skipped.
