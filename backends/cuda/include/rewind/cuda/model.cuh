@@ -48,9 +48,7 @@ class model {
   using Maps = std::remove_const_t<decltype(Block::maps())>;
   static constexpr std::size_t ns = Block::state_size;
   static constexpr std::size_t n_params = decltype(hana::length(Params{}))::value;
-  static constexpr bool has_data_alpha = hana::unpack(Block::updates(), [](auto... u) {
-    return ((coefficient_kind_of<decltype(u)>() == coefficient_kind::data_dependent) || ... || false);
-  });
+  static constexpr bool has_data_alpha = has_data_dependent_coefficient<Block>();
   template <class U>
   using update_plan = rwd::update_plan<State, Params, U>;
   template <class U>
