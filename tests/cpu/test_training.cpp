@@ -183,16 +183,70 @@ TEST_CASE("bad input: non-finite parameters, a runtime alpha of zero") {
   CHECK_NOTHROW(a.rewind(state));
 }
 
-TEST_CASE("threads: for a given thread count the gradient is the same bit for bit") {
-  const toy data(40, 16);
-  for (int n : {1, 2}) {
+TEST_CASE("threads: the gradient is the same bit for bit on any number of threads, in every mode") {
+  // 3 x 16 + 5 samples: three full chunks and a short one, so a team of two takes uneven shares
+  const toy data(40, 53);
+  for (auto m : {rwd::cpu::mode::stored, rwd::cpu::mode::reversible, rwd::cpu::mode::checkpointed, rwd::cpu::mode::exact}) {
+    CAPTURE(rwd::cpu::to_string(m));
+    std::vector<float> first, first_input;
+    float first_loss = 0;
+    for (int n : {1, 2, 3, 1}) {
+      CAPTURE(n);
+      rwd::cpu::set_threads(n);
+      REQUIRE(rwd::cpu::threads() == n);
+      model_t a(momentum, 7, {.width = 40, .batch = 53, .classes = 3, .seed = 9, .checkpoint_every = 3, .grain = 16});
+      a.memory().reset_peak();
+      const float loss = a.loss_and_gradient(data.batch, data.labels, m);
+      // a workspace per thread, a slab per chunk; the exact mode's ledger is planned as a bound
+      if (m == rwd::cpu::mode::exact) CHECK(a.memory().peak() <= a.plan(m).total());
+      else CHECK(a.memory().peak() == a.plan(m).total());
+      if (first.empty()) {
+        first.assign(a.gradients().begin(), a.gradients().end());
+        first_input.assign(a.input_gradient().begin(), a.input_gradient().end());
+        first_loss = loss;
+        continue;
+      }
+      CHECK(loss == first_loss);
+      CHECK(std::equal(first.begin(), first.end(), a.gradients().begin()));
+      CHECK(std::equal(first_input.begin(), first_input.end(), a.input_gradient().begin()));
+    }
+  }
+  // the chunks fix the sums: another grain is another (equally valid) rounding of the same gradient
+  model_t whole(momentum, 7, {.width = 40, .batch = 53, .classes = 3, .seed = 9, .grain = 0});
+  model_t split(momentum, 7, {.width = 40, .batch = 53, .classes = 3, .seed = 9, .grain = 16});
+  whole.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::stored);
+  split.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::stored);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < whole.gradients().size(); ++i) {
+    worst = std::max(worst, std::abs(double(whole.gradients()[i]) - split.gradients()[i]));
+    scale = std::max(scale, std::abs(double(whole.gradients()[i])));
+  }
+  CHECK(worst <= 1e-5 * scale);
+  rwd::cpu::set_threads(0);
+  CHECK(rwd::cpu::threads() == rwd::cpu::available_cpus());
+}
+
+TEST_CASE("threads: an error in one chunk is raised once, the same on any number of threads") {
+  // the last sample sits at the edge of the exact mode's fixed-point range (+-2^19 with 32
+  // fractional bits): the first layers push some of its elements out, in the last chunk only
+  toy data(40, 53);
+  for (std::size_t r = 0; r < 40; ++r) data.batch[40 * 52 + r] = (r % 2 ? 1.f : -1.f) * 524287.97f;
+  std::string first;
+  for (int n : {1, 2, 3}) {
     rwd::cpu::set_threads(n);
-    CHECK(rwd::cpu::threads() == n);
-    model_t a(momentum, 3, {.width = 40, .batch = 16, .classes = 3, .seed = 9});
-    a.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::reversible);
-    const std::vector<float> first(a.gradients().begin(), a.gradients().end());
-    a.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::reversible);
-    CHECK(std::equal(first.begin(), first.end(), a.gradients().begin()));
+    model_t a(momentum, 4, {.width = 40, .batch = 53, .classes = 3, .seed = 9, .grain = 16});
+    a.loss_and_gradient(toy(40, 53).batch, data.labels, rwd::cpu::mode::reversible);
+    const std::vector<float> before(a.gradients().begin(), a.gradients().end());
+    try {
+      a.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::exact);
+      FAIL("the exact step should have left the fixed-point range");
+    } catch (const rwd::error& e) {
+      CHECK(std::string(e.what()).find("fixed-point range") != std::string::npos);
+      if (first.empty()) first = e.what();
+      CHECK(e.what() == first);
+    }
+    CHECK(std::equal(before.begin(), before.end(), a.gradients().begin()));  // the forward pass failed: gradients as they were
+    CHECK(a.memory().live() == 0);
   }
   rwd::cpu::set_threads(0);
 }

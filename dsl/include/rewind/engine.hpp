@@ -69,6 +69,10 @@ struct options {
   // the garbage is wanted on purpose: to measure the cliff, or time a step regardless of its
   // gradient. Elements of alpha that are zero, denormal or not finite are refused even then.
   bool lossy = false;
+  // CPU: a step splits the batch into chunks of this many samples, each run through every layer
+  // by one thread (0: the whole batch in one chunk). The chunks, not the threads, fix the order
+  // of every sum, so the gradient is the same bit for bit on any number of threads.
+  std::size_t grain = 32;
 };
 
 /// Bytes of a training step's activations and workspaces, besides parameters, their gradients

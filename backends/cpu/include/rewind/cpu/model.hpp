@@ -10,9 +10,15 @@
 // inverses and adjoints the dsl derives. Per update: the maps' GEMMs (bias and activation fused
 // into their output), then one fused elementwise pass lowered from the update's expression type.
 //
-// Memory: every buffer of a step comes from the model's tracker. Each update takes one workspace
-// whose size is a closed form of the block's types, the width and the batch (memory_plan), so
-// the measured peak of a step and the plan agree exactly.
+// Threads (threads.hpp): the batch is split into chunks of options.grain samples; each thread
+// takes chunks and runs them through every layer, and the threads meet once per layer of the
+// backward pass, where the chunks' gradient slabs are added in chunk order.
+//
+// Memory: every buffer of a step comes from the model's tracker and is taken before the threads
+// start: the state and cotangents, the tape, one workspace per thread (the largest any update or
+// the head needs for one chunk) and one gradient slab per chunk. Their sizes are closed forms of
+// the block's types, the width, the batch, the grain and the thread count (plan()), so the
+// measured peak of a step and the plan agree exactly.
 #pragma once
 
 #include <Eigen/Core>
@@ -38,6 +44,7 @@
 #include "maps.hpp"
 #include "memory.hpp"
 #include "optim.hpp"
+#include "threads.hpp"
 
 namespace rwd::cpu {
 
@@ -130,7 +137,9 @@ class model {
       rwd::check_batch(std::span<const T>(final_state[k]), o_.width, o_.batch);
       std::copy(final_state[k].begin(), final_state[k].end(), st.s[k].data());
     }
-    for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, false);
+    each_chunk(st, [&](lane& ln) {
+      for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, ln, false);
+    });
     return st.copy_out();
   }
 
@@ -140,9 +149,11 @@ class model {
     check_parameters();
     states st(*this);
     st.load(batch, input_);
+    buffer<T> work(tracker_, work_per_sample(mode::reversible) * o_.batch);
+    lane ln = lane_of(st, 0, o_.batch, work.data(), nullptr);
     std::vector<std::vector<T>> trace{st.flat()};
     for (std::size_t l = 0; l < depth_; ++l) {
-      forward_layer(l, st, nullptr);
+      forward_layer(l, ln, nullptr);
       trace.push_back(st.flat());
     }
     return trace;
@@ -156,10 +167,12 @@ class model {
     check_parameters();
     for (std::size_t k = 0; k < ns; ++k)
       std::copy_n(final_state.data() + k * o_.width * o_.batch, o_.width * o_.batch, st.s[k].data());
+    buffer<T> work(tracker_, work_per_sample(mode::reversible) * o_.batch);
+    lane ln = lane_of(st, 0, o_.batch, work.data(), nullptr);
     std::vector<std::vector<T>> trace(depth_ + 1);
     trace[depth_] = final_state;
     for (std::size_t l = depth_; l-- > 0;) {
-      rewind_layer(l, st, false);
+      rewind_layer(l, ln, false);
       trace[l] = st.flat();
     }
     return trace;
@@ -169,7 +182,7 @@ class model {
   std::vector<int> predict(std::span<const T> batch) {
     const states st = run_forward(batch);
     matrix Z(o_.classes, o_.batch);
-    logits(st, Z.data());
+    logits(st.s[output_].data(), o_.batch, Z.data());
     std::vector<int> classes(o_.batch);
     for (std::size_t j = 0; j < o_.batch; ++j) Z.col(static_cast<Eigen::Index>(j)).maxCoeff(&classes[j]);
     return classes;
@@ -181,56 +194,63 @@ class model {
     rwd::check_batch(batch, o_.width, o_.batch);
     rwd::check_labels(labels, o_.batch, o_.classes);
     check_parameters();
-    const auto done = [&](std::size_t first_final) {
-      if (ready) ready(first_final);
-    };
-    if (m == mode::exact) return loss_and_gradient_exact(batch, labels, done);
+    if (m == mode::exact) return loss_and_gradient_exact(batch, labels, ready);
     if (m == mode::reversible && !o_.lossy)
       rwd::detail::check_rewind_budget<T, Block>(budget_, depth_, bindings_, "use mode::checkpointed or mode::exact, or options.lossy");
     states st(*this);
     st.load(batch, input_);
-    std::vector<buffer<T>> tape;  // stored: per update; checkpointed: the state at layers k, 2k, ...
-    if (m == mode::stored) tape.reserve(depth_ * Block::size);
-    for (std::size_t l = 0; l < depth_; ++l) {
-      if (m == mode::checkpointed && l > 0 && l % segment_ == 0) tape.push_back(st.save(tracker_));
-      forward_layer(l, st, m == mode::stored ? &tape : nullptr);
-    }
-    std::ranges::fill(grads_, T(0));  // only now: a forward pass that throws leaves them as they were
-    const T loss = head(st, labels);
-    done(head_offset_);
-    for (std::size_t l = depth_; l-- > 0;) {
-      if (m == mode::stored) backward_layer_stored(l, st, tape);
-      else {
-        if (m == mode::checkpointed && l + 1 < depth_ && (l + 1) % segment_ == 0) {  // a segment's top:
-          st.restore(tape.back());  // the stored state replaces the rewound one, so errors never
-          tape.pop_back();          // accumulate over more than one segment
+    // stored: per layer and update, per chunk, the target's old value and the call buffers;
+    // checkpointed: the whole state at layers k, 2k, ... below the top
+    const std::size_t wb = o_.width * o_.batch, per_layer_tape = tape_per_sample();
+    buffer<T> tape(tracker_, m == mode::stored ? depth_ * per_layer_tape * o_.batch
+                             : m == mode::checkpointed ? (depth_ - 1) / segment_ * ns * wb
+                                                       : 0);
+    const auto checkpoint = [&](std::size_t l, const lane& ln) {  // the state at layer l, this chunk's columns
+      return tape.data() + (l / segment_ - 1) * ns * wb + ln.first * o_.width;
+    };
+    const auto forward_chunk = [&](lane& ln) {
+      T* cursor = tape.data() + depth_ * per_layer_tape * ln.first;
+      for (std::size_t l = 0; l < depth_; ++l) {
+        if (m == mode::checkpointed && l > 0 && l % segment_ == 0) {
+          T* at = checkpoint(l, ln);
+          for (std::size_t k = 0; k < ns; ++k) std::copy_n(ln.s[k].data(), o_.width * ln.count, at + k * wb);
         }
-        rewind_layer(l, st, true);
+        forward_layer(l, ln, m == mode::stored ? &cursor : nullptr);
       }
-      done(l * per_layer_);
-    }
-    input_grad_.assign(st.b[input_].data(), st.b[input_].data() + st.b[input_].size());
+    };
+    const auto backward_chunk = [&](std::size_t l, lane& ln) {
+      if (m == mode::stored) return backward_layer_stored(l, ln, tape.data() + per_layer_tape * (depth_ * ln.first + (l + 1) * ln.count));
+      if (m == mode::checkpointed && l + 1 < depth_ && (l + 1) % segment_ == 0) {  // a segment's top: the stored
+        const T* at = checkpoint(l + 1, ln);  // state replaces the rewound one, so errors never accumulate over segments
+        for (std::size_t k = 0; k < ns; ++k) std::copy_n(at + k * wb, o_.width * ln.count, ln.s[k].data());
+      }
+      rewind_layer(l, ln, true);
+    };
+    const T loss = run_step(st, labels, m, ready, forward_chunk, [] {}, backward_chunk);
+    input_grad_.assign(st.b[input_].data(), st.b[input_].data() + wb);
     return loss;
   }
 
   /// What the last exact-mode step measured.
   const exact_report& last_exact() const { return exact_; }
 
-  /// The closed-form memory of one loss_and_gradient in mode m (see the top of this file).
-  /// Reversible: the state and cotangents, plus the largest of the head's logits and any update's
-  /// workspace (its maps' buffers and its map steps' buffers). Stored: the state and cotangents,
-  /// the whole tape, plus the largest of the logits and, for each update of the top layer, its
-  /// map steps' buffers less the tape of the updates after it (freed by then). Checkpointed: the
-  /// reversible plan plus one stored state per segment boundary below the top.
+  /// The closed-form memory of one loss_and_gradient in mode m (see the top of this file), with
+  /// the thread count set now. State: the state and cotangents (exact: and the fixed-point state).
+  /// Tape: stored, per layer and update, the target's old value and the calls' buffers;
+  /// checkpointed, one state per segment boundary below the top; exact, a bound on the ledger.
+  /// Workspace: per thread, one chunk's worth of the largest of the head's logits and any
+  /// update's buffers (stored: its map steps'; the others: its calls' and map steps'; exact: and
+  /// g's where g is an expression), and per chunk a gradient slab (a layer's parameters or the
+  /// head's, the larger).
   memory_plan plan(mode m) const {
     const std::size_t wb = o_.width * o_.batch, bytes = sizeof(T);
-    memory_plan p = step_plan<Block>(m, o_.width, o_.batch, o_.classes, depth_, segment_, bytes);
-    if (m == mode::exact) {  // + the fixed-point state, maybe a g buffer, and a bound on the ledger
-      p.state_bytes += ns * wb * sizeof(std::int64_t);
-      bool g_buffer = false;  // an update whose g is an expression evaluates it into a buffer
-      hana::for_each(Block::updates(), [&](auto u) { g_buffer = g_buffer || g_needs_buffer<decltype(u)>(); });
-      if (g_buffer) p.workspace_bytes += wb * bytes;
-      // a head per element, and a plane of 16-bit stack words per word it may hold
+    memory_plan p;
+    p.state_bytes = 2 * ns * wb * bytes;
+    p.workspace_bytes = (static_cast<std::size_t>(team_size()) * work_per_sample(m) * chunk_columns() + chunks() * slab_size()) * bytes;
+    if (m == mode::stored) p.tape_bytes = depth_ * tape_per_sample() * o_.batch * bytes;
+    if (m == mode::checkpointed) p.tape_bytes = (depth_ - 1) / segment_ * ns * wb * bytes;
+    if (m == mode::exact) {  // the fixed-point state, and a head per element and a plane of 16-bit
+      p.state_bytes += ns * wb * sizeof(std::int64_t);  // stack words per word the ledger may hold
       const std::size_t planes = exact_ledger_words(exact_ledger_bits(Block{}, bindings_), depth_);
       p.tape_bytes = scaled_variables() * wb * (sizeof(std::int64_t) + planes * sizeof(std::uint16_t));
     }
@@ -274,14 +294,16 @@ class model {
     // reconstruction: keep every layer's input on the way up, compare on the way down
     states st(*this);
     st.load(batch, input_);
+    buffer<T> work(tracker_, work_per_sample(mode::reversible) * o_.batch);
+    lane ln = lane_of(st, 0, o_.batch, work.data(), nullptr);
     std::vector<std::vector<T>> inputs;
     for (std::size_t l = 0; l < depth_; ++l) {
       inputs.push_back(st.flat());
-      forward_layer(l, st, nullptr);
+      forward_layer(l, ln, nullptr);
     }
     r.layer_error.assign(depth_, 0);
     for (std::size_t l = depth_; l-- > 0;) {
-      rewind_layer(l, st, false);
+      rewind_layer(l, ln, false);
       const auto now = st.flat();
       double num = 0, den = 0;
       for (std::size_t i = 0; i < now.size(); ++i) {
@@ -311,22 +333,150 @@ class model {
       for (std::size_t k = 0; k < ns; ++k) out[k].assign(s[k].data(), s[k].data() + s[k].size());
       return out;
     }
-    buffer<T> save(memory_tracker& t) const {
-      const std::size_t n = s[0].size();
-      buffer<T> b(t, ns * n);
-      for (std::size_t k = 0; k < ns; ++k) std::copy_n(s[k].data(), n, b.data() + k * n);
-      return b;
-    }
-    void restore(const buffer<T>& b) {
-      const std::size_t n = s[0].size();
-      for (std::size_t k = 0; k < ns; ++k) std::copy_n(b.data() + k * n, n, s[k].data());
-    }
     std::vector<T> flat() const {
       std::vector<T> out;
       for (std::size_t k = 0; k < ns; ++k) out.insert(out.end(), s[k].data(), s[k].data() + s[k].size());
       return out;
     }
   };
+
+  // --- chunks of the batch -----------------------------------------------------------------------
+  struct column {
+    T* p = nullptr;
+    T* data() const { return p; }
+  };
+  /// Samples [first, first + count) of the batch: their columns of the state and cotangents (each
+  /// variable is width x batch, column-major, so a chunk's columns are contiguous), the workspace
+  /// of the thread running the chunk, and the chunk's gradient slab (one layer's parameters, laid
+  /// out as in the arena, or the head's).
+  struct lane {
+    std::array<column, ns> s, b;
+    std::size_t first = 0, count = 0;
+    T* work = nullptr;
+    T* grads = nullptr;
+  };
+  lane lane_of(states& st, std::size_t first, std::size_t count, T* work, T* grads) const {
+    lane ln;
+    for (std::size_t k = 0; k < ns; ++k) {
+      ln.s[k].p = st.s[k].data() + first * o_.width;
+      ln.b[k].p = st.b[k].data() + first * o_.width;
+    }
+    ln.first = first, ln.count = count, ln.work = work, ln.grads = grads;
+    return ln;
+  }
+
+  std::size_t chunk_columns() const { return o_.grain == 0 ? o_.batch : std::min(o_.grain, o_.batch); }
+  std::size_t chunks() const { return (o_.batch + chunk_columns() - 1) / chunk_columns(); }
+  int team_size() const { return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads())), chunks())); }
+  std::size_t slab_size() const { return std::max(per_layer_, o_.classes * o_.width + o_.classes); }
+  /// Tape per sample of one layer: each update's target and call buffers.
+  std::size_t tape_per_sample() const {
+    std::size_t n = 0;
+    hana::for_each(Block::updates(), [&](auto u) { n += o_.width + update_plan<decltype(u)>::calls_size(o_.width); });
+    return n;
+  }
+  /// A thread's workspace per sample in mode m: the largest of the head's logits and any update's
+  /// buffers (see plan()).
+  std::size_t work_per_sample(mode m) const {
+    std::size_t n = o_.classes;
+    hana::for_each(Block::updates(), [&](auto u) {
+      using U = decltype(u);
+      using P = update_plan<U>;
+      const std::size_t calls = m == mode::stored ? 0 : P::calls_size(o_.width), g = m == mode::exact && g_needs_buffer<U>() ? o_.width : 0;
+      n = std::max(n, calls + P::steps_size(o_.width) + g);
+    });
+    return n;
+  }
+
+  /// Runs fn(lane&) on every chunk of the batch, on the team's threads (nothing to add up).
+  template <class F>
+  void each_chunk(states& st, const F& fn) {
+    const std::size_t cols = chunk_columns(), nc = chunks(), per_thread = work_per_sample(mode::reversible) * cols;
+    const int team = team_size();
+    buffer<T> work(tracker_, static_cast<std::size_t>(team) * per_thread);
+    detail::first_error failed(nc);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (team > 1)
+    for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(nc); ++c)
+      failed.guard(0, static_cast<std::size_t>(c), [&] {
+        const std::size_t first = static_cast<std::size_t>(c) * cols;
+        lane ln = lane_of(st, first, std::min(cols, o_.batch - first), work.data() + detail::thread_number() * per_thread, nullptr);
+        fn(ln);
+      });
+    failed.rethrow();
+  }
+
+  /// One training step over the chunks: forward_chunk(lane) through every layer; after_forward()
+  /// once; the head; then per layer from the top, backward_chunk(l, lane) and the chunks' slabs
+  /// added in chunk order into the gradients, and `ready` told. Returns the mean loss. Every
+  /// buffer is taken before the threads start; gradients are written only after the forward pass
+  /// succeeded, so a forward pass that throws leaves them as they were.
+  template <class Forward, class AfterForward, class Backward>
+  T run_step(states& st, std::span<const int> labels, mode m, const gradient_listener& ready, const Forward& forward_chunk,
+             const AfterForward& after_forward, const Backward& backward_chunk) {
+    const std::size_t cols = chunk_columns(), nc = chunks(), per_thread = work_per_sample(m) * cols, slab = slab_size();
+    const int team = team_size();
+    buffer<T> work(tracker_, static_cast<std::size_t>(team) * per_thread), slabs(tracker_, nc * slab);
+    std::vector<double> losses(nc, 0.0);
+    detail::first_error failed(nc);
+    const auto chunk_lane = [&](std::size_t c) {
+      const std::size_t first = c * cols;
+      return lane_of(st, first, std::min(cols, o_.batch - first), work.data() + detail::thread_number() * per_thread, slabs.data() + c * slab);
+    };
+    const auto sum_slabs = [&](std::size_t phase, std::size_t offset, std::size_t count) {  // in chunk order, whatever the threads
+      const auto n = static_cast<std::ptrdiff_t>(count);
+#pragma omp for schedule(static)
+      for (std::ptrdiff_t i = 0; i < n; ++i) {
+        if (!failed.ok(phase)) continue;
+        T sum = slabs[static_cast<std::size_t>(i)];
+        for (std::size_t c = 1; c < nc; ++c) sum += slabs[c * slab + static_cast<std::size_t>(i)];
+        grads_[offset + static_cast<std::size_t>(i)] = sum;
+      }
+    };
+    const auto tell = [&](std::size_t phase, std::size_t first_final) {
+      if (ready) failed.guard(phase, 0, [&] { ready(first_final); });
+    };
+    const auto sweep = [&](std::size_t phase, const auto& body) {  // each chunk once, as threads come free
+#pragma omp for schedule(dynamic, 1)
+      for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(nc); ++c)
+        failed.guard(phase, static_cast<std::size_t>(c), [&] {
+          lane ln = chunk_lane(static_cast<std::size_t>(c));
+          body(ln);
+        });
+    };
+    double loss = 0;
+    // Every thread meets every worksharing construct below; after an error the work inside them
+    // is skipped (first_error), never the constructs.
+#pragma omp parallel num_threads(team) if (team > 1)
+    {
+      sweep(0, forward_chunk);
+#pragma omp single
+      failed.guard(1, 0, after_forward);
+      sweep(2, [&](lane& ln) {
+        std::fill_n(ln.grads, slab, T(0));
+        losses[ln.first / cols] = head(ln, labels);
+      });
+#pragma omp single
+      failed.guard(3, 0, [&] {
+        loss = std::accumulate(losses.begin(), losses.end(), 0.0);
+        if (!std::isfinite(loss)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
+      });
+      sum_slabs(4, head_offset_, o_.classes * o_.width + o_.classes);
+#pragma omp master
+      tell(5, head_offset_);
+      for (std::size_t l = depth_; l-- > 0;) {
+        const std::size_t phase = 6 + 3 * (depth_ - 1 - l);
+        sweep(phase, [&](lane& ln) {
+          std::fill_n(ln.grads, per_layer_, T(0));
+          backward_chunk(l, ln);
+        });
+        sum_slabs(phase + 1, l * per_layer_, per_layer_);
+#pragma omp master
+        tell(phase + 2, l * per_layer_);
+      }
+    }
+    failed.rethrow();
+    return static_cast<T>(loss / static_cast<double>(o_.batch));
+  }
 
   template <class U>
   using update_plan = rwd::update_plan<State, Params, U>;
@@ -343,20 +493,16 @@ class model {
       if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
   }
 
-
-
-
-
   template <class M>
   const T* map_params(std::size_t layer) const {
     return params_.data() + layer * per_layer_ + map_offset_[index_of_map<M>()];
   }
 
-  /// Evaluates the update's map calls (innermost first) from the current state.
+  /// Evaluates the update's map calls (innermost first) from the current state, for nb samples.
   template <class U>
-  void compute_calls(std::size_t layer, update_frame<U>& uf) const {
+  void compute_calls(std::size_t layer, update_frame<U>& uf, std::size_t nb) const {
     using Layout = typename update_frame<U>::Layout;
-    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
+    const auto n = static_cast<Eigen::Index>(o_.width * nb);
     std::size_t c = 0;
     hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
       using C = typename decltype(t)::type;
@@ -367,77 +513,77 @@ class model {
         Eigen::Map<array>(uf.call_input[c], n) = lower<Layout, typename C::argument, T>(uf.f, n);
         uf.call_in[c] = uf.call_input[c];
       }
-      const map_runner<M, T> run{o_.width, o_.batch};
+      const map_runner<M, T> run{o_.width, nb};
       uf.f.calls[c] = run.forward(map_params<M>(layer), uf.call_in[c], uf.call_stages[c]);
       uf.call_out[c] = const_cast<T*>(uf.f.calls[c]);  // inside call_stages, which we own
       ++c;
     });
   }
 
-
-
-  void forward_layer(std::size_t l, states& st, std::vector<buffer<T>>* tape) {
-    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
+  /// Layer l forward on a chunk. With a tape cursor, each update first writes its target's old
+  /// value and its call buffers there (and moves the cursor past them).
+  void forward_layer(std::size_t l, lane& ln, T** tape) {
+    const std::size_t nb = ln.count;
+    const auto n = static_cast<Eigen::Index>(o_.width * nb);
     hana::for_each(Block::updates(), [&](auto u) {
       using U = decltype(u);
       using P = update_plan<U>;
       using Layout = typename P::Layout;
       update_frame<U> uf;
-      uf.bind(st, scalars_);
-      T* target = st.s[Layout::template state_index<typename U::target>].data();
-      buffer<T> ws(tracker_, ((tape ? o_.width : 0) + P::calls_size(o_.width)) * o_.batch);
-      T* base = ws.data();
-      if (tape) {  // the tape: the target's old value, then the call buffers
+      uf.bind(ln, scalars_);
+      T* target = ln.s[Layout::template state_index<typename U::target>].data();
+      T* base = ln.work;
+      if (tape) {
+        base = *tape;
         std::copy_n(target, n, base);
         base += n;
+        *tape = base + P::calls_size(o_.width) * nb;
       }
-      uf.place_calls(base, o_.width, o_.batch);
-      compute_calls(l, uf);
-      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) apply_checked<U>(uf, target, l, false);
+      uf.place_calls(base, o_.width, nb);
+      compute_calls(l, uf, nb);
+      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) apply_checked<U>(uf, target, l, false, n);
       else Eigen::Map<array>(target, n) = lower<Layout, typename U::rhs, T>(uf.f, n);  // s <- alpha*s + g
-      if (tape) tape->push_back(std::move(ws));
     });
   }
 
   /// Per update from the last: s <- (s - g) / alpha; then, when asked, the update's adjoint,
   /// which reuses the map buffers just recomputed for the inversion.
-  void rewind_layer(std::size_t l, states& st, bool with_adjoint) {
+  void rewind_layer(std::size_t l, lane& ln, bool with_adjoint) {
+    const std::size_t nb = ln.count;
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
-      using P = update_plan<U>;
       update_frame<U> uf;
-      uf.bind(st, scalars_);
-      buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0)) * o_.batch);
-      T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
-      compute_calls(l, uf);  // g does not read the target: these are the forward's calls
-      invert_update<U>(l, uf, st);
+      uf.bind(ln, scalars_);
+      T* steps = uf.place_calls(ln.work, o_.width, nb);
+      compute_calls(l, uf, nb);  // g does not read the target: these are the forward's calls
+      invert_update<U>(l, uf, ln);
       if (with_adjoint) {
-        uf.place_steps(steps, o_.width, o_.batch);
-        apply_adjoint<U>(l, uf, st);
+        uf.place_steps(steps, o_.width, nb);
+        apply_adjoint<U>(l, uf, ln);
       }
     });
   }
 
   template <class U>
-  void invert_update(std::size_t l, update_frame<U>& uf, states& st) const {
+  void invert_update(std::size_t l, update_frame<U>& uf, lane& ln) const {
     using Layout = typename update_frame<U>::Layout;
-    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
-    T* target = st.s[Layout::template state_index<typename U::target>].data();
-    if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) apply_checked<U>(uf, target, l, true);
+    const auto n = static_cast<Eigen::Index>(o_.width * ln.count);
+    T* target = ln.s[Layout::template state_index<typename U::target>].data();
+    if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) apply_checked<U>(uf, target, l, true, n);
     else
       Eigen::Map<array>(target, n) =  // s <- (s - g) / alpha
           (lower<Layout, typename U::target, T>(uf.f, n) - lower<Layout, typename U::g, T>(uf.f, n)) /
           lower<Layout, typename U::alpha, T>(uf.f, n);
   }
 
-  /// s <- alpha*s + g, or its inverse s <- (s - g) / alpha, for an alpha that reads the data: in
-  /// chunks that stay in the cache, alpha is evaluated once per element, counted where it is zero,
-  /// denormal, not finite or outside its range (alpha_bounds), and used; any such element is an
-  /// error naming the update and the layer (the state is then void, as the step that throws).
+  /// s <- alpha*s + g, or its inverse s <- (s - g) / alpha, over n elements, for an alpha that
+  /// reads the data: in chunks that stay in the cache, alpha is evaluated once per element,
+  /// counted where it is zero, denormal, not finite or outside its range (alpha_bounds), and used;
+  /// any such element is an error naming the update and the layer (the state is then void, as the
+  /// step that throws).
   template <class U>
-  void apply_checked(update_frame<U>& uf, T* target, std::size_t layer, bool inverse) const {
+  void apply_checked(update_frame<U>& uf, T* target, std::size_t layer, bool inverse, Eigen::Index n) const {
     using Layout = typename update_frame<U>::Layout;
-    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
     const auto alpha = lower<Layout, typename U::alpha, T>(uf.f, n);
     const auto g = lower<Layout, typename U::g, T>(uf.f, n);
     const auto part = [](const auto& e, Eigen::Index i, Eigen::Index len) {
@@ -464,10 +610,13 @@ class model {
                                      static_cast<std::size_t>(n)));
   }
 
+  /// The update's derived adjoint on a chunk; its parameter gradients accumulate in the chunk's
+  /// slab.
   template <class U>
-  void apply_adjoint(std::size_t l, update_frame<U>& uf, states& st) {
+  void apply_adjoint(std::size_t l, update_frame<U>& uf, lane& ln) {
     using Layout = typename update_frame<U>::Layout;
-    const auto n = static_cast<Eigen::Index>(o_.width * o_.batch);
+    const std::size_t nb = ln.count;
+    const auto n = static_cast<Eigen::Index>(o_.width * nb);
     hana::for_each(adjoint(U{}).steps(), [&](auto step) {
       using S = decltype(step);
       if constexpr (rwd::detail::is_map_step<S>) {
@@ -476,12 +625,11 @@ class model {
         constexpr std::size_t c = Layout::template call_index<C>;
         constexpr std::size_t j = Layout::template vjp_index<map_vjp<C, typename S::cotangent>>;
         Eigen::Map<array>(uf.cot[j], n) = lower<Layout, typename S::cotangent, T>(uf.f, n);
-        const std::size_t off = l * per_layer_ + map_offset_[index_of_map<M>()];
-        map_runner<M, T>{o_.width, o_.batch}.backward(params_.data() + off, grads_.data() + off, uf.call_in[c],
-                                                       uf.call_stages[c], uf.cot[j], uf.scratch[j], uf.vjp[j]);
+        map_runner<M, T>{o_.width, nb}.backward(map_params<M>(l), ln.grads + map_offset_[index_of_map<M>()], uf.call_in[c],
+                                                uf.call_stages[c], uf.cot[j], uf.scratch[j], uf.vjp[j]);
         uf.f.vjps[j] = uf.vjp[j];
       } else {
-        T* bar = st.b[Layout::template state_index<typename S::variable>].data();
+        T* bar = ln.b[Layout::template state_index<typename S::variable>].data();
         if constexpr (rwd::detail::is_accumulate_step<S>)
           Eigen::Map<array>(bar, n) += lower<Layout, typename S::value, T>(uf.f, n);
         else  // reads only its own element of the old cotangent: safe in place
@@ -490,22 +638,21 @@ class model {
     });
   }
 
-  void backward_layer_stored(std::size_t l, states& st, std::vector<buffer<T>>& tape) {
-    const auto n = o_.width * o_.batch;
+  /// Layer l backward on a chunk from its tape, whose entries for this layer end at `end`.
+  void backward_layer_stored(std::size_t l, lane& ln, T* end) {
+    const std::size_t nb = ln.count, n = o_.width * nb;
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
       using P = update_plan<U>;
       using Layout = typename P::Layout;
-      buffer<T> entry = std::move(tape.back());
-      tape.pop_back();
+      T* entry = end -= (o_.width + P::calls_size(o_.width)) * nb;
       update_frame<U> uf;
-      uf.bind(st, scalars_);
-      std::copy_n(entry.data(), n, st.s[Layout::template state_index<typename U::target>].data());  // restore
-      uf.place_calls(entry.data() + n, o_.width, o_.batch);
-      uf.relink_calls(o_.width, o_.batch);
-      buffer<T> ws(tracker_, P::steps_size(o_.width) * o_.batch);
-      uf.place_steps(ws.data(), o_.width, o_.batch);
-      apply_adjoint<U>(l, uf, st);
+      uf.bind(ln, scalars_);
+      std::copy_n(entry, n, ln.s[Layout::template state_index<typename U::target>].data());  // restore
+      uf.place_calls(entry + n, o_.width, nb);
+      uf.relink_calls(o_.width, nb);
+      uf.place_steps(ln.work, o_.width, nb);
+      apply_adjoint<U>(l, uf, ln);
     });
   }
 
@@ -590,54 +737,53 @@ class model {
   }
   T from_fixed(std::int64_t v, std::size_t k) const { return radix_[k].template value<T>(v); }
 
-  /// One update in fixed point, forward (s <- alpha*s + round(g)) or rewound.
   /// Does the exact update need a buffer for g, or is g already one (a variable, a map call)?
   template <class U>
   static constexpr bool g_needs_buffer() {
     return !state_variable<typename U::g> && !rwd::detail::is_call<typename U::g>;
   }
 
+  /// One update of a chunk in fixed point, forward (s <- alpha*s + round(g)) or rewound, and
+  /// then, when asked, its adjoint.
   template <class U>
-  void exact_update(std::size_t l, states& st, fixed_state& fx, bool forward, bool with_adjoint) {
+  void exact_update(std::size_t l, lane& ln, fixed_state& fx, bool forward, bool with_adjoint) {
     using P = update_plan<U>;
     using Layout = typename P::Layout;
-    const std::size_t wb = o_.width * o_.batch;
-    const auto n = static_cast<Eigen::Index>(wb);
+    const std::size_t nb = ln.count, count = o_.width * nb, wb = o_.width * o_.batch;
+    const auto n = static_cast<Eigen::Index>(count);
     update_frame<U> uf;
-    uf.bind(st, scalars_);
+    uf.bind(ln, scalars_);
     constexpr bool own_g = g_needs_buffer<U>();
-    buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0) + (own_g ? o_.width : 0)) * o_.batch);
-    T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
-    compute_calls(l, uf);  // from the shadow of the state; g does not read the target
+    T* steps = uf.place_calls(ln.work, o_.width, nb);
+    compute_calls(l, uf, nb);  // from the shadow of the state; g does not read the target
     const T* g = nullptr;  // g itself where it is already a buffer: a map call's output, or a variable
     if constexpr (own_g) {
       g = steps;
-      steps += wb;
+      steps += count;
       Eigen::Map<array>(const_cast<T*>(g), n) = lower<Layout, typename U::g, T>(uf.f, n);
     } else if constexpr (state_variable<typename U::g>) g = uf.f.state[Layout::template state_index<typename U::g>];
     else g = uf.f.calls[Layout::template call_index<typename U::g>];
     const rational a = exact_coefficient<U>();
     const bool scales = !(a.num == 1 && a.den == 1);
     constexpr std::size_t t = Layout::template state_index<typename U::target>;
-    std::int64_t* s = fx.s[t].data();
-    T* shadow = st.s[t].data();
-    const int threads = Eigen::nbThreads();
-    const bool in_range = scales ? scale_add_exact(s, g, shadow, wb, radix_[t], exact_ratio(a.num, a.den, fx.book), fx.book,
-                                                   ledger_slot_[t] * wb, forward, threads)
-                                 : add_exact(s, g, shadow, wb, radix_[t], forward, threads);
+    std::int64_t* s = fx.s[t].data() + ln.first * o_.width;
+    T* shadow = ln.s[t].data();
+    const int threads = detail::in_team() ? 1 : Eigen::nbThreads();  // a team's chunks, or one chunk on every thread
+    const bool in_range = scales ? scale_add_exact(s, g, shadow, count, radix_[t], exact_ratio(a.num, a.den, fx.book), fx.book,
+                                                   ledger_slot_[t] * wb + ln.first * o_.width, forward, threads)
+                                 : add_exact(s, g, shadow, count, radix_[t], forward, threads);
     if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
-      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(g[i]), t);
-      for (std::size_t i = 0; i < wb; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
+      for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(g[i]), t);
+      for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
       throw error("rewind: exact mode: a value of " + variable_name(t) + " left the fixed-point range");  // not reached
     }
     if (with_adjoint) {
-      uf.place_steps(steps, o_.width, o_.batch);
-      apply_adjoint<U>(l, uf, st);
+      uf.place_steps(steps, o_.width, nb);
+      apply_adjoint<U>(l, uf, ln);
     }
   }
 
-  template <class Done>
-  T loss_and_gradient_exact(std::span<const T> batch, std::span<const int> labels, const Done& done) {
+  T loss_and_gradient_exact(std::span<const T> batch, std::span<const int> labels, const gradient_listener& ready) {
     const std::size_t wb = o_.width * o_.batch;
     states st(*this);
     fixed_state fx(*this);
@@ -646,18 +792,19 @@ class model {
       st.s[input_][i] = from_fixed(fx.s[input_][i], input_);
     }
     const std::vector<std::int64_t> start(fx.s[input_].data(), fx.s[input_].data() + wb);
-    for (std::size_t l = 0; l < depth_; ++l)
-      hana::for_each(Block::updates(), [&](auto u) { exact_update<decltype(u)>(l, st, fx, true, false); });
-    exact_.ledger_planes = fx.book.planes();
-    exact_.ledger_bytes_peak = fx.book.bytes();
-    exact_.ledger_bits_per_element = fx.book.bits_in_use() / static_cast<double>(std::max<std::size_t>(1, scaled_variables()) * wb);
-    std::ranges::fill(grads_, T(0));  // only now: a value out of range above leaves them as they were
-    const T loss = head(st, labels);
-    done(head_offset_);
-    for (std::size_t l = depth_; l-- > 0;) {
-      hana::for_each(hana::reverse(Block::updates()), [&](auto u) { exact_update<decltype(u)>(l, st, fx, false, true); });
-      done(l * per_layer_);
-    }
+    const auto forward_chunk = [&](lane& ln) {
+      for (std::size_t l = 0; l < depth_; ++l)
+        hana::for_each(Block::updates(), [&](auto u) { exact_update<decltype(u)>(l, ln, fx, true, false); });
+    };
+    const auto measure = [&] {
+      exact_.ledger_planes = fx.book.planes();
+      exact_.ledger_bytes_peak = fx.book.bytes();
+      exact_.ledger_bits_per_element = fx.book.bits_in_use() / static_cast<double>(std::max<std::size_t>(1, scaled_variables()) * wb);
+    };
+    const auto backward_chunk = [&](std::size_t l, lane& ln) {
+      hana::for_each(hana::reverse(Block::updates()), [&](auto u) { exact_update<decltype(u)>(l, ln, fx, false, true); });
+    };
+    const T loss = run_step(st, labels, mode::exact, ready, forward_chunk, measure, backward_chunk);
     bool same = fx.book.empty() && std::equal(start.begin(), start.end(), fx.s[input_].data());
     for (std::size_t k = 0; k < ns; ++k)
       if (k != input_) same = same && std::all_of(fx.s[k].data(), fx.s[k].data() + wb, [](std::int64_t v) { return v == 0; });
@@ -686,44 +833,46 @@ class model {
     check_parameters();
     states st(*this);
     st.load(batch, input_);
-    for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
+    each_chunk(st, [&](lane& ln) {
+      for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, ln, nullptr);
+    });
     return st;
   }
 
-  /// z = Wh * (output variable) + bh, classes x batch, into z.
-  void logits(const states& st, T* z) const {
+  /// z = Wh * out + bh for nb samples of the output variable (width x nb), classes x nb, into z.
+  void logits(const T* out, std::size_t nb, T* z) const {
     const std::size_t C = o_.classes, W = o_.width;
-    cmap Wh(&params_[head_offset_], C, W), out(st.s[output_].data(), W, o_.batch);
+    cmap Wh(&params_[head_offset_], C, W), X(out, W, nb);
     Eigen::Map<const vector> bh(&params_[head_offset_ + C * W], C);
-    Eigen::Map<matrix> Z(z, C, o_.batch);
-    Z.noalias() = Wh * out;
+    Eigen::Map<matrix> Z(z, C, nb);
+    Z.noalias() = Wh * X;
     Z.colwise() += bh;
   }
 
-  /// Linear head and mean softmax cross-entropy; seeds the output variable's cotangent.
-  T head(states& st, std::span<const int> labels) {
-    const std::size_t C = o_.classes, B = o_.batch, W = o_.width;
-    cmap Wh(&params_[head_offset_], C, W), out(st.s[output_].data(), W, B);
-    buffer<T> z(tracker_, C * B);
-    logits(st, z.data());
-    Eigen::Map<matrix> Z(z.data(), C, B);
+  /// Linear head and softmax cross-entropy of a chunk: seeds its output variable's cotangent,
+  /// accumulates the head's gradient in its slab, returns the chunk's summed loss.
+  double head(lane& ln, std::span<const int> labels) {
+    const std::size_t C = o_.classes, B = o_.batch, W = o_.width, nb = ln.count;
+    cmap Wh(&params_[head_offset_], C, W), out(ln.s[output_].data(), W, nb);
+    logits(ln.s[output_].data(), nb, ln.work);
+    Eigen::Map<matrix> Z(ln.work, C, nb);
     double loss = 0;
-    for (std::size_t j = 0; j < B; ++j) {  // softmax, then dloss/dz = (p - onehot) / B
+    for (std::size_t j = 0; j < nb; ++j) {  // softmax, then dloss/dz = (p - onehot) / B
       auto z = Z.col(j);
+      const int label = labels[ln.first + j];
       const T top = z.maxCoeff();
       z = (z.array() - top).exp();
       z /= z.sum();
-      loss -= std::log(std::max(static_cast<double>(z(labels[j])), 1e-300));
-      z(labels[j]) -= T(1);
+      loss -= std::log(std::max(static_cast<double>(z(label)), 1e-300));
+      z(label) -= T(1);
       z /= static_cast<T>(B);
     }
-    Eigen::Map<matrix> gW(&grads_[head_offset_], C, W);
-    Eigen::Map<vector> gb(&grads_[head_offset_ + C * W], C);
+    Eigen::Map<matrix> gW(ln.grads, C, W);
+    Eigen::Map<vector> gb(ln.grads + C * W, C);
     gW.noalias() += Z * out.transpose();
     gb += Z.rowwise().sum();
-    Eigen::Map<matrix>(st.b[output_].data(), W, B).noalias() = Wh.transpose() * Z;
-    if (!std::isfinite(loss)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
-    return static_cast<T>(loss / static_cast<double>(B));
+    Eigen::Map<matrix>(ln.b[output_].data(), W, nb).noalias() = Wh.transpose() * Z;
+    return loss;
   }
 
   std::size_t depth_;
@@ -743,3 +892,4 @@ class model {
 };
 
 }  // namespace rwd::cpu
+

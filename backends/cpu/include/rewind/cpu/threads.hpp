@@ -1,15 +1,107 @@
-// rewind cpu: threads. The GEMMs run on Eigen's OpenMP threads when rewind::cpu is built with
-// OpenMP, and so do the exact mode's fixed-point loops (their elements are independent); the other
-// elementwise passes are single-threaded. For a given thread count the results are
-// bit-identical from run to run (Eigen splits a product the same way every time).
+// rewind cpu: threads. A training step splits the batch into chunks (options::grain samples
+// each); a team of OpenMP threads takes chunks as they come and runs each through every layer, so
+// threads meet once per layer of the backward pass (to add up that layer's gradient), not once per
+// product. Each chunk's gradient lands in a slab of its own and the slabs are added in chunk order:
+// the result is the same bit for bit on any number of threads. With a single chunk (a batch no
+// larger than the grain) Eigen splits each GEMM across the threads instead.
+//
+// The default thread count is the number of CPUs this process may run on: its affinity mask
+// (taskset, cpusets) and its cgroup's CPU quota (containers, CI runners), whichever is smaller.
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <exception>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <string>
+
+#include <sched.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace rwd::cpu {
 
-/// Sets the number of threads of the GEMMs (0: Eigen's default, the number of cores).
-inline void set_threads(int n) { Eigen::setNbThreads(n); }
+/// CPUs this process may use: the affinity mask, capped by a cgroup v2 quota ("cpu.max") or a
+/// cgroup v1 one (cfs_quota_us / cfs_period_us), rounded up; at least 1.
+inline int available_cpus() {
+  int cpus = 1;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = std::max(1, CPU_COUNT(&set));
+  const auto cap = [&](double quota, double period) {
+    if (quota > 0 && period > 0) cpus = std::min(cpus, std::max(1, static_cast<int>(std::ceil(quota / period))));
+  };
+  if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2) {
+    std::string quota;
+    double period = 0;
+    if (v2 >> quota >> period && quota != "max") cap(std::stod(quota), period);
+  } else if (std::ifstream q("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p("/sys/fs/cgroup/cpu/cpu.cfs_period_us"); q && p) {
+    double quota = 0, period = 0;
+    if (q >> quota && p >> period) cap(quota, period);
+  }
+  return cpus;
+}
+
+/// Sets the number of threads of a step (0: available_cpus()).
+inline void set_threads(int n) { Eigen::setNbThreads(n > 0 ? n : available_cpus()); }
 inline int threads() { return Eigen::nbThreads(); }
+
+namespace detail {
+/// The calling thread's number in its team (0 outside one).
+inline int thread_number() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+inline bool in_team() {
+#ifdef _OPENMP
+  return omp_in_parallel() != 0;
+#else
+  return false;
+#endif
+}
+
+/// The first error of a parallel step. Work is numbered (phase * chunks + chunk); every chunk of
+/// a phase runs, later phases are skipped after an error, and the error with the lowest number is
+/// the one raised: the same message whichever thread met it first.
+class first_error {
+ public:
+  explicit first_error(std::size_t chunks) : chunks_(chunks) {}
+  template <class F>
+  void guard(std::size_t phase, std::size_t chunk, const F& f) noexcept {
+    const std::size_t at = phase * chunks_ + chunk;
+    if (!ok(phase)) return;
+    try {
+      f();
+    } catch (...) {
+      std::lock_guard lock(m_);
+      if (at < first_.load(std::memory_order_relaxed)) {
+        first_.store(at, std::memory_order_release);
+        error_ = std::current_exception();
+      }
+    }
+  }
+  /// No error in a phase before this one.
+  bool ok(std::size_t phase) const { return first_.load(std::memory_order_acquire) >= phase * chunks_; }
+  void rethrow() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::size_t chunks_;
+  std::atomic<std::size_t> first_{std::numeric_limits<std::size_t>::max()};
+  std::mutex m_;
+  std::exception_ptr error_;
+};
+}  // namespace detail
 
 }  // namespace rwd::cpu
