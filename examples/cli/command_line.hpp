@@ -43,7 +43,10 @@ struct command_line {
                    "run the whole sweep this many times, interleaved (each configuration once per round); "
                    "report the median of the rounds and the spread of each ratio")
         ->check(CLI::Range(1, 99));
-    me->add_option("--threads", memory.threads, "GEMM threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    me->add_option("--threads", memory.threads, "thread counts, comma-separated (0: the CPUs this process may use)")
+        ->delimiter(',')->check(CLI::NonNegativeNumber);
+    me->add_flag("--contend", memory.contend,
+                 "also measure every configuration while another process spins on one core (a busy machine)");
     me->add_option("--json", memory.json, "write the results as JSON (CSV and PNG beside it)");
     me->add_option("--device", memory.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
     me->add_flag("--child", memory.child)->group("");

@@ -20,7 +20,9 @@ struct memory_options {
   std::vector<std::string> modes{"stored", "reversible"};  // and/or "checkpointed"
   std::size_t batch = 128, width = 784;
   double mu = 0.9;
-  int steps = 5, threads = 0;
+  int steps = 5;
+  std::vector<int> threads{0};  // thread counts to measure (0: the CPUs this process may use)
+  bool contend = false;         // also measure each configuration beside a busy loop
   int rounds = 1;  // the whole sweep this many times, interleaved; medians over the rounds
   std::string json, device = "cpu";
   bool child = false;  // internal: measure one configuration in this process, print one line

@@ -1,10 +1,15 @@
 // rewind memory: activation memory and step time against depth, stored against reversible.
 // Each configuration runs in a fresh process of this program (so its peak RSS is its own; exec,
-// not fork, because OpenMP does not survive a fork).
+// not fork, because OpenMP does not survive a fork). With several thread counts it reports how
+// the step scales; with --contend, how it degrades while another process spins on one core.
 #include <fmt/core.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "commands.hpp"
@@ -16,7 +21,8 @@ namespace rewind_cli {
 namespace {
 struct row {
   std::size_t depth = 0;
-  int mode = 0;
+  int mode = 0, threads = 0;
+  bool busy = false;
   double step_ms = 0, plan = 0, peak = 0, rss = 0, gflops = 0, ledger = 0;  // ledger: bytes (exact mode)
 };
 
@@ -124,34 +130,93 @@ double gemm_gflops(const memory_options& o) {
   return 12.0 * o.width * hidden * static_cast<double>(o.batch) / times[3] / 1e9;
 }
 
-row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
+/// A process that spins on one core until it is killed: the busy machine of --contend. Forked
+/// from this process, it only loops (no OpenMP, no allocation), which is safe after a fork.
+class busy_loop {
+ public:
+  busy_loop() {
+    pid_ = fork();
+    if (pid_ == 0)
+      for (volatile unsigned long i = 0;; i = i + 1) {
+      }
+    if (pid_ < 0) throw rwd::error("rewind: --contend: cannot start the busy loop");
+  }
+  busy_loop(const busy_loop&) = delete;
+  busy_loop& operator=(const busy_loop&) = delete;
+  ~busy_loop() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_;
+};
+
+row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, int threads, bool busy, const memory_options& o) {
   const std::string cmd = fmt::format("'{}' memory --child --depths {} --child-mode {} --batch {} --width {} --steps {} "
                                       "--mu {} --threads {} --device {}",
-                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, o.threads, o.device);
+                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device);
+  std::optional<busy_loop> spinner;
+  if (busy) spinner.emplace();
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw rwd::error("rewind: cannot start " + cmd);
   row r{};
-  const int got = std::fscanf(p, "%zu %d %lf %lf %lf %lf %lf %lf", &r.depth, &r.mode, &r.step_ms, &r.plan, &r.peak, &r.rss,
-                              &r.gflops, &r.ledger);
-  if (pclose(p) != 0 || got != 8) throw rwd::error(fmt::format("rewind: the measurement at depth {} failed", depth));
+  const int got = std::fscanf(p, "%zu %d %lf %lf %lf %lf %lf %lf %d", &r.depth, &r.mode, &r.step_ms, &r.plan, &r.peak, &r.rss,
+                              &r.gflops, &r.ledger, &r.threads);
+  if (pclose(p) != 0 || got != 9) throw rwd::error(fmt::format("rewind: the measurement at depth {} failed", depth));
+  r.busy = busy;
   return r;
 }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+/// One ratio of step times measured in every round (each round's own ratio), and its spread.
+struct ratio {
+  std::size_t depth;
+  std::string mode, of;  // what is compared: a mode against stored, threads against threads, busy against quiet
+  double median, lo, hi;
+};
+ratio ratio_of(const std::vector<row>& all, std::size_t n, std::size_t rounds, std::size_t num, std::size_t den, std::string mode,
+               std::string of) {
+  std::vector<double> per_round;
+  for (std::size_t r = 0; r < rounds; ++r) per_round.push_back(all[r * n + num].step_ms / all[r * n + den].step_ms);
+  return {all[num].depth, std::move(mode), std::move(of), median(per_round), *std::min_element(per_round.begin(), per_round.end()),
+          *std::max_element(per_round.begin(), per_round.end())};
+}
+
 }  // namespace
 
 int run_memory(const memory_options& o, const std::string& self) {
-  rwd::cpu::set_threads(o.threads);
+  if (o.threads.empty()) throw rwd::error("rewind: --threads needs at least one count");
+  rwd::cpu::set_threads(o.threads.front());
   const bool gpu = o.device == "cuda";
   if (gpu && o.child_mode == static_cast<int>(rwd::cpu::mode::exact))
     throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
   if (o.child) {
     const auto m = static_cast<rwd::cpu::mode>(o.child_mode);
     const row r = gpu ? measure_gpu(o.depths.at(0), m, o) : measure(o.depths.at(0), m, o);
-    fmt::print("{} {} {} {} {} {} {} {}\n", r.depth, r.mode, r.step_ms, r.plan, r.peak, r.rss, r.gflops, r.ledger);
+    fmt::print("{} {} {} {} {} {} {} {} {}\n", r.depth, r.mode, r.step_ms, r.plan, r.peak, r.rss, r.gflops, r.ledger, rwd::cpu::threads());
     return 0;
   }
   for (const auto& name : o.modes)
     if (gpu && name == "exact") throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
-  std::string where = fmt::format("{} GEMM thread(s)", rwd::cpu::threads());
+  // the settings each configuration is measured in: thread counts, then each of them busy
+  struct setting {
+    int threads;
+    bool busy;
+  };
+  std::vector<setting> settings;
+  for (bool busy : {false, true})
+    for (int t : o.threads)
+      if (!busy || o.contend) settings.push_back({t > 0 ? t : rwd::cpu::available_cpus(), busy});
+  rwd::cpu::set_threads(std::max_element(settings.begin(), settings.end(), [](setting a, setting b) { return a.threads < b.threads; })->threads);
+  if (gpu && settings.size() > 1) throw rwd::error("rewind: --device cuda measures one setting: one --threads count, no --contend");
+  std::string where = "threads " + fmt::format("{}", settings.front().threads);
+  for (std::size_t i = 1; i < settings.size(); ++i) where += fmt::format(", {}{}", settings[i].threads, settings[i].busy ? " busy" : "");
+  where += fmt::format(" (of {} CPUs available)", rwd::cpu::available_cpus());
   if (gpu) {
     if (const std::string why = gpu::unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
     where = "GPU " + gpu::make<float>(1, {.width = 8, .batch = 1, .classes = 2}, o.mu)->device() + ", CUDA events";
@@ -160,35 +225,36 @@ int run_memory(const memory_options& o, const std::string& self) {
   fmt::print("rewind memory: width {}, map {} -> 16 -> tanh -> {}, batch {}, float32, mu {}, {}, median of {} steps{}\n", o.width,
              o.width, o.width, o.batch, o.mu, where, o.steps,
              o.rounds > 1 ? fmt::format(", {} interleaved rounds", o.rounds) : std::string());
+  if (o.contend) fmt::print("busy: another process spins on one core while the step runs\n");
   if (gpu) fmt::print("peak MB: tracked device bytes of the step's activations and workspaces\n\n");
-  else fmt::print("Eigen GEMM on one layer's six products: {:.2f} GFLOP/s\n\n", gemm);
-  fmt::print("{:>6} {:>11} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}{}\n", "depth", "mode", "step ms", "plan MB", "peak MB", "RSS MB",
-             "GFLOP/s", "of GEMM", o.rounds > 1 ? "  round" : "");
+  else fmt::print("Eigen GEMM on one layer's six products, {} thread(s): {:.2f} GFLOP/s\n\n", rwd::cpu::threads(), gemm);
+  const auto label = [&](const row& x) { return fmt::format("{}{}", x.threads, x.busy ? " busy" : ""); };
+  fmt::print("{:>6} {:>11} {:>8} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}{}\n", "depth", "mode", "threads", "step ms", "plan MB", "peak MB",
+             "RSS MB", "GFLOP/s", "of GEMM", o.rounds > 1 ? "  round" : "");
   // round r measures every configuration once, in the same order, so that a slow spell of a busy
   // machine falls on every configuration of a round alike; ratios are taken within a round
-  const std::size_t k = o.modes.size(), n = k * o.depths.size();
+  const std::size_t k = o.modes.size(), per_depth = k * settings.size(), n = per_depth * o.depths.size();
   const auto rounds = static_cast<std::size_t>(o.rounds);
-  std::vector<row> all;  // round-major: all[r * n + i]
+  std::vector<row> all;  // round-major: all[r * n + i], i = (depth, setting, mode)
   progress bar("configurations", n * rounds);
   for (std::size_t r = 0; r < rounds; ++r)
     for (std::size_t d : o.depths)
-      for (const auto& name : o.modes) {
-        const auto m = parse_mode(name);
-        const row x = isolated(self, d, m, o);
-        all.push_back(x);
-        fmt::print("{:>6} {:>11} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>8}{}\n", d, rwd::cpu::to_string(m), x.step_ms,
-                   x.plan / 1e6, x.peak / 1e6, x.rss / 1e6, x.gflops, gpu ? std::string("-") : fmt::format("{:.0f}%", 100 * x.gflops / gemm),
-                   rounds > 1 ? fmt::format("  {:>5}", r + 1) : std::string());
-        if (m == rwd::cpu::mode::exact) {
-          const double elements = 1.0 * o.width * o.batch, ideal = d * std::log2(1 / o.mu) / 8;  // v alone is scaled
-          fmt::print("{:>6} {:>11} ledger {:.2f} bytes per element of v (L log2(1/mu) / 8 = {:.2f})\n", "", "", x.ledger / elements, ideal);
+      for (const setting& s : settings)
+        for (const auto& name : o.modes) {
+          const auto m = parse_mode(name);
+          const row x = isolated(self, d, m, s.threads, s.busy, o);
+          all.push_back(x);
+          fmt::print("{:>6} {:>11} {:>8} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>8}{}\n", d, rwd::cpu::to_string(m), label(x),
+                     x.step_ms, x.plan / 1e6, x.peak / 1e6, x.rss / 1e6, x.gflops,
+                     gpu ? std::string("-") : fmt::format("{:.0f}%", 100 * x.gflops / gemm),
+                     rounds > 1 ? fmt::format("  {:>5}", r + 1) : std::string());
+          if (m == rwd::cpu::mode::exact) {
+            const double elements = 1.0 * o.width * o.batch, ideal = d * std::log2(1 / o.mu) / 8;  // v alone is scaled
+            fmt::print("{:>6} {:>11} ledger {:.2f} bytes per element of v (L log2(1/mu) / 8 = {:.2f})\n", "", "", x.ledger / elements,
+                       ideal);
+          }
+          std::fflush(stdout);
         }
-        std::fflush(stdout);
-      }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
   // per configuration: the median over the rounds (bytes are the same every round; RSS the largest)
   std::vector<row> rows(n);
   std::vector<std::vector<double>> times(n);
@@ -199,65 +265,84 @@ int run_memory(const memory_options& o, const std::string& self) {
     rows[i].gflops = all[i].gflops * all[i].step_ms / rows[i].step_ms;
     for (std::size_t r = 0; r < rounds; ++r) rows[i].rss = std::max(rows[i].rss, all[r * n + i].rss);
   }
-  struct ratio {
-    std::size_t depth;
-    std::string mode;
-    double median, lo, hi;
-  };
-  std::vector<ratio> ratios;
-  if (o.modes.front() == "stored" && k > 1)
-    for (std::size_t i = 0; i < n; i += k)
-      for (std::size_t j = 1; j < k; ++j) {
-        std::vector<double> per_round;
-        for (std::size_t r = 0; r < rounds; ++r) per_round.push_back(all[r * n + i + j].step_ms / all[r * n + i].step_ms);
-        ratios.push_back({rows[i].depth, o.modes[j], median(per_round), *std::min_element(per_round.begin(), per_round.end()),
-                          *std::max_element(per_round.begin(), per_round.end())});
+  const auto mode_name = [&](std::size_t i) { return std::string(rwd::cpu::to_string(static_cast<rwd::cpu::mode>(rows[i].mode))); };
+  // time over stored, per depth and setting; the first setting's time over each other setting's
+  // (thread scaling: one thread over two is the speed-up); busy over quiet, per thread count
+  std::vector<ratio> ratios, scaling, contention;
+  for (std::size_t d = 0; d < o.depths.size(); ++d)
+    for (std::size_t s = 0; s < settings.size(); ++s)
+      for (std::size_t j = 0; j < k; ++j) {
+        const std::size_t i = d * per_depth + s * k + j;
+        if (j > 0 && o.modes.front() == "stored") ratios.push_back(ratio_of(all, n, rounds, i, i - j, mode_name(i), label(rows[i])));
+        if (s > 0 && !settings[s].busy)
+          scaling.push_back(ratio_of(all, n, rounds, d * per_depth + j, i, mode_name(i), fmt::format("{} over {}", label(rows[d * per_depth + j]), label(rows[i]))));
+        if (settings[s].busy)
+          for (std::size_t q = 0; q < settings.size(); ++q)
+            if (!settings[q].busy && settings[q].threads == settings[s].threads)
+              contention.push_back(ratio_of(all, n, rounds, i, d * per_depth + q * k + j, mode_name(i), fmt::format("{} threads", settings[s].threads)));
       }
   if (rounds > 1) {
-    fmt::print("\nmedian of {} rounds\n{:>6} {:>11} {:>10} {:>12} {:>12} {:>10} {:>9}\n", rounds, "depth", "mode", "step ms",
+    fmt::print("\nmedian of {} rounds\n{:>6} {:>11} {:>8} {:>10} {:>12} {:>12} {:>10} {:>9}\n", rounds, "depth", "mode", "threads", "step ms",
                "plan MB", "peak MB", "RSS MB", "GFLOP/s");
     for (const row& x : rows)
-      fmt::print("{:>6} {:>11} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f}\n", x.depth,
-                 rwd::cpu::to_string(static_cast<rwd::cpu::mode>(x.mode)), x.step_ms, x.plan / 1e6, x.peak / 1e6, x.rss / 1e6, x.gflops);
+      fmt::print("{:>6} {:>11} {:>8} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f}\n", x.depth,
+                 rwd::cpu::to_string(static_cast<rwd::cpu::mode>(x.mode)), label(x), x.step_ms, x.plan / 1e6, x.peak / 1e6, x.rss / 1e6,
+                 x.gflops);
   }
-  if (!ratios.empty()) {
-    fmt::print("\n{:>6} {:>13} {:>18} {:>20}{}\n", "depth", "mode", "time / stored", "stored / memory",
-               rounds > 1 ? "   ratio in each round" : "");
-    for (std::size_t i = 0, at = 0; i < n; i += k)
-      for (std::size_t j = 1; j < k; ++j, ++at)
-        fmt::print("{:>6} {:>13} {:>18.3f} {:>20.1f}{}\n", ratios[at].depth, ratios[at].mode, ratios[at].median,
-                   rows[i].peak / rows[i + j].peak,
-                   rounds > 1 ? fmt::format("   {:.3f} to {:.3f}", ratios[at].lo, ratios[at].hi) : std::string());
+  const auto table = [&](const std::vector<ratio>& list, const std::string& title) {
+    if (list.empty()) return;
+    fmt::print("\n{:>6} {:>13} {:>18} {:>12}{}\n", "depth", "mode", title, "setting", rounds > 1 ? "   ratio in each round" : "");
+    for (const ratio& x : list)
+      fmt::print("{:>6} {:>13} {:>18.3f} {:>12}{}\n", x.depth, x.mode, x.median, x.of,
+                 rounds > 1 ? fmt::format("   {:.3f} to {:.3f}", x.lo, x.hi) : std::string());
+  };
+  table(ratios, "time / stored");
+  if (!ratios.empty()) {  // memory: stored's peak over each mode's, per depth (the first setting's)
+    fmt::print("\n{:>6} {:>13} {:>18}\n", "depth", "mode", "stored / memory");
+    for (std::size_t d = 0; d < o.depths.size(); ++d)
+      for (std::size_t j = 1; j < k; ++j)
+        fmt::print("{:>6} {:>13} {:>18.1f}\n", o.depths[d], mode_name(d * per_depth + j), rows[d * per_depth].peak / rows[d * per_depth + j].peak);
   }
+  table(scaling, "speed-up");
+  table(contention, "busy / quiet");
   fmt::print("({:.0f} s)\n", bar.elapsed());
   if (o.json.empty()) return 0;
 
   std::string json = fmt::format(
       "{{\"config\": {{\"width\": {}, \"hidden\": 16, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, "
-      "\"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
-      o.width, o.batch, json_number(o.mu), rwd::cpu::threads(), o.steps, rounds, json_number(gemm), o.device);
-  std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops\n";
+      "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
+      o.width, o.batch, json_number(o.mu), settings.front().threads, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
+      rounds, json_number(gemm), o.device);
+  std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops,threads,busy\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
-    const auto mode = rwd::cpu::to_string(static_cast<rwd::cpu::mode>(r.mode));
+    const auto mode = mode_name(i);
     json += fmt::format(
-        "  {{\"depth\": {}, \"mode\": \"{}\", \"activation_bytes_plan\": {:.0f}, \"activation_bytes_peak\": {:.0f}, "
-        "\"rss_peak_bytes\": {:.0f}, \"step_ms_median\": {}, \"step_ms_rounds\": [{}], \"gflops\": {}, \"ledger_bytes\": {:.0f}}}{}\n",
-        r.depth, mode, r.plan, r.peak, r.rss, json_number(r.step_ms), json_list(times[i]), json_number(r.gflops), r.ledger,
-        i + 1 < rows.size() ? "," : "");
-    csv += fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f}\n", r.depth, mode, r.plan, r.peak, r.rss, r.step_ms, r.gflops);
+        "  {{\"depth\": {}, \"mode\": \"{}\", \"threads\": {}, \"busy\": {}, \"activation_bytes_plan\": {:.0f}, "
+        "\"activation_bytes_peak\": {:.0f}, \"rss_peak_bytes\": {:.0f}, \"step_ms_median\": {}, \"step_ms_rounds\": [{}], "
+        "\"gflops\": {}, \"ledger_bytes\": {:.0f}}}{}\n",
+        r.depth, mode, r.threads, r.busy ? "true" : "false", r.plan, r.peak, r.rss, json_number(r.step_ms), json_list(times[i]),
+        json_number(r.gflops), r.ledger, i + 1 < rows.size() ? "," : "");
+    csv += fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f},{},{}\n", r.depth, mode, r.plan, r.peak, r.rss, r.step_ms, r.gflops,
+                       r.threads, r.busy ? 1 : 0);
   }
-  json += " ],\n \"ratios\": [\n";
-  for (std::size_t i = 0; i < ratios.size(); ++i)
-    json += fmt::format("  {{\"depth\": {}, \"mode\": \"{}\", \"time_over_stored_median\": {}, \"min\": {}, \"max\": {}}}{}\n",
-                        ratios[i].depth, ratios[i].mode, json_number(ratios[i].median), json_number(ratios[i].lo),
-                        json_number(ratios[i].hi), i + 1 < ratios.size() ? "," : "");
-  json += " ]}\n";
+  const auto json_ratios = [&](const char* name, const char* key, const std::vector<ratio>& list, bool last) {
+    json += fmt::format(" \"{}\": [\n", name);
+    for (std::size_t i = 0; i < list.size(); ++i)
+      json += fmt::format("  {{\"depth\": {}, \"mode\": \"{}\", \"setting\": \"{}\", \"{}\": {}, \"min\": {}, \"max\": {}}}{}\n",
+                          list[i].depth, list[i].mode, list[i].of, key, json_number(list[i].median), json_number(list[i].lo),
+                          json_number(list[i].hi), i + 1 < list.size() ? "," : "");
+    json += last ? " ]}\n" : " ],\n";
+  };
+  json += " ],\n";
+  json_ratios("ratios", "time_over_stored_median", ratios, false);
+  json_ratios("scaling", "speedup_median", scaling, false);
+  json_ratios("contention", "busy_over_quiet_median", contention, true);
   const std::string csv_path = write_json_and_csv(o.json, json, csv);
-  auto series = [&](const std::string& y) {
+  auto series = [&](const std::string& y) {  // the first setting's rows, one line per mode
     std::string out;
     for (std::size_t j = 0; j < k; ++j)
-      out += fmt::format("{}'{}' using 1:{} every {}::{} with linespoints lw 2 title '{}'", j ? ", " : "", csv_path, y, k, j,
+      out += fmt::format("{}'{}' using 1:{} every {}::{} with linespoints lw 2 title '{}'", j ? ", " : "", csv_path, y, per_depth, j,
                          o.modes[j]);
     return out;
   };

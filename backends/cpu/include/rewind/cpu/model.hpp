@@ -23,6 +23,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -422,46 +423,54 @@ class model {
       const std::size_t first = c * cols;
       return lane_of(st, first, std::min(cols, o_.batch - first), work.data() + detail::thread_number() * per_thread, slabs.data() + c * slab);
     };
-    const auto sum_slabs = [&](std::size_t phase, std::size_t offset, std::size_t count) {  // in chunk order, whatever the threads
-      const auto n = static_cast<std::ptrdiff_t>(count);
-#pragma omp for schedule(static)
-      for (std::ptrdiff_t i = 0; i < n; ++i) {
-        if (!failed.ok(phase)) continue;
-        T sum = slabs[static_cast<std::size_t>(i)];
-        for (std::size_t c = 1; c < nc; ++c) sum += slabs[c * slab + static_cast<std::size_t>(i)];
-        grads_[offset + static_cast<std::size_t>(i)] = sum;
-      }
-    };
-    const auto tell = [&](std::size_t phase, std::size_t first_final) {
-      if (ready) failed.guard(phase, 0, [&] { ready(first_final); });
-    };
-    const auto sweep = [&](std::size_t phase, const auto& body) {  // each chunk once, as threads come free
-#pragma omp for schedule(dynamic, 1)
-      for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(nc); ++c)
-        failed.guard(phase, static_cast<std::size_t>(c), [&] {
-          lane ln = chunk_lane(static_cast<std::size_t>(c));
-          body(ln);
-        });
-    };
     double loss = 0;
-    // Every thread meets every worksharing construct below; after an error the work inside them
-    // is skipped (first_error), never the constructs.
+    detail::team_barrier barrier;
+    std::array<std::atomic<std::size_t>, 2> tickets{};  // the next chunk of a sweep, alternating
+    // Inside the team: chunks are handed out by a counter and the threads meet at a barrier that
+    // sleeps after a short spin (threads.hpp). Every thread goes through every sweep and barrier;
+    // after an error the work inside them is skipped (first_error), never the meeting points.
 #pragma omp parallel num_threads(team) if (team > 1)
     {
+      const auto t = static_cast<std::size_t>(detail::thread_number()), threads = static_cast<std::size_t>(detail::team_threads());
+      barrier.join(static_cast<int>(threads));
+      std::size_t sweeps = 0;
+      const auto sweep = [&](std::size_t phase, const auto& body) {  // each chunk once, as threads come free
+        auto& next = tickets[sweeps % 2];
+        for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < nc;)
+          failed.guard(phase, c, [&] {
+            lane ln = chunk_lane(c);
+            body(ln);
+          });
+        if (t == 0) tickets[(sweeps + 1) % 2].store(0, std::memory_order_relaxed);  // the previous sweep's: nobody draws from it now
+        ++sweeps;
+        barrier.arrive_and_wait();
+      };
+      const auto sum_slabs = [&](bool go, std::size_t offset, std::size_t count) {  // in chunk order, whatever the threads
+        const std::size_t share = (count + threads - 1) / threads;
+        for (std::size_t i = t * share; go && i < std::min(count, (t + 1) * share); ++i) {
+          T sum = slabs[i];
+          for (std::size_t c = 1; c < nc; ++c) sum += slabs[c * slab + i];
+          grads_[offset + i] = sum;
+        }
+        barrier.arrive_and_wait();
+      };
+      const auto tell = [&](std::size_t phase, std::size_t first_final) {  // one thread; the others go on
+        if (t == 0 && ready) failed.guard(phase, 0, [&] { ready(first_final); });
+      };
       sweep(0, forward_chunk);
-#pragma omp single
-      failed.guard(1, 0, after_forward);
+      if (t == 0) failed.guard(1, 0, after_forward);  // before the head's sweep ends: it reads no ledger
       sweep(2, [&](lane& ln) {
         std::fill_n(ln.grads, slab, T(0));
         losses[ln.first / cols] = head(ln, labels);
       });
-#pragma omp single
-      failed.guard(3, 0, [&] {
-        loss = std::accumulate(losses.begin(), losses.end(), 0.0);
-        if (!std::isfinite(loss)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
-      });
-      sum_slabs(4, head_offset_, o_.classes * o_.width + o_.classes);
-#pragma omp master
+      const double sum = std::accumulate(losses.begin(), losses.end(), 0.0);  // every thread alike
+      if (t == 0) {
+        loss = sum;
+        failed.guard(3, 0, [&] {
+          if (!std::isfinite(sum)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
+        });
+      }
+      sum_slabs(std::isfinite(sum) && failed.ok(4), head_offset_, o_.classes * o_.width + o_.classes);
       tell(5, head_offset_);
       for (std::size_t l = depth_; l-- > 0;) {
         const std::size_t phase = 6 + 3 * (depth_ - 1 - l);
@@ -469,8 +478,7 @@ class model {
           std::fill_n(ln.grads, per_layer_, T(0));
           backward_chunk(l, ln);
         });
-        sum_slabs(phase + 1, l * per_layer_, per_layer_);
-#pragma omp master
+        sum_slabs(failed.ok(phase + 1), l * per_layer_, per_layer_);
         tell(phase + 2, l * per_layer_);
       }
     }

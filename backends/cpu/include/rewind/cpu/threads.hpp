@@ -12,6 +12,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <exception>
@@ -62,6 +63,14 @@ inline int thread_number() {
   return 0;
 #endif
 }
+/// Threads in the calling thread's team (1 outside one).
+inline int team_threads() {
+#ifdef _OPENMP
+  return omp_get_num_threads();
+#else
+  return 1;
+#endif
+}
 inline bool in_team() {
 #ifdef _OPENMP
   return omp_in_parallel() != 0;
@@ -69,6 +78,44 @@ inline bool in_team() {
   return false;
 #endif
 }
+
+/// A barrier for a team of n threads that spins for a short while, then sleeps (a futex, through
+/// std::atomic::wait). On a busy machine a thread whose partner was descheduled gives its core
+/// away after the bound instead of spinning through the time slice its partner is waiting for.
+class team_barrier {
+ public:
+  /// Every thread of the team says how many they are (the team OpenMP gave, which may be smaller
+  /// than the one asked for) before it first arrives.
+  void join(int n) { n_.store(n, std::memory_order_relaxed); }
+  void arrive_and_wait() {
+    const int n = n_.load(std::memory_order_relaxed);
+    if (n <= 1) return;
+    const unsigned generation = generation_.load(std::memory_order_acquire);
+    if (waiting_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {  // the last one in opens it
+      waiting_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      generation_.notify_all();
+      return;
+    }
+    const auto until = std::chrono::steady_clock::now() + spin;
+    for (unsigned i = 1; generation_.load(std::memory_order_acquire) == generation; ++i) {
+      if (i % 64 == 0 && std::chrono::steady_clock::now() > until) {
+        generation_.wait(generation, std::memory_order_acquire);
+        break;  // woken: the generation moved (wait returns only then)
+      }
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  /// How long a thread spins before it sleeps: longer than a balanced layer's skew, far shorter
+  /// than a scheduler's time slice.
+  static constexpr std::chrono::microseconds spin{50};
+
+ private:
+  std::atomic<int> n_{1}, waiting_{0};
+  std::atomic<unsigned> generation_{0};
+};
 
 /// The first error of a parallel step. Work is numbered (phase * chunks + chunk); every chunk of
 /// a phase runs, later phases are skipped after an error, and the error with the lowest number is
