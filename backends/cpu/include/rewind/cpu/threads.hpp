@@ -110,7 +110,7 @@ class team_barrier {
   }
   /// How long a thread spins before it sleeps: longer than a balanced layer's skew, far shorter
   /// than a scheduler's time slice.
-  static constexpr std::chrono::microseconds spin{50};
+  static constexpr std::chrono::microseconds spin{500};
 
  private:
   std::atomic<int> n_{1}, waiting_{0};
