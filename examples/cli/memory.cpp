@@ -21,7 +21,7 @@ namespace rewind_cli {
 namespace {
 struct row {
   std::size_t depth = 0;
-  int mode = 0, threads = 0;
+  int mode = 0, threads = 0, team = 0;  // threads asked for; threads the last step ran on
   bool busy = false;
   double step_ms = 0, plan = 0, peak = 0, rss = 0, gflops = 0, ledger = 0;  // ledger: bytes (exact mode)
 };
@@ -68,6 +68,7 @@ row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   const double per_layer = 4.0 * o.width * hidden * static_cast<double>(o.batch);
   r.gflops = depth * per_layer * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
   if (m == rwd::cpu::mode::exact) r.ledger = static_cast<double>(model.last_exact().ledger_bytes_peak);
+  r.team = model.last_team();
   return r;
 }
 
@@ -161,9 +162,9 @@ row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, int t
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw rwd::error("rewind: cannot start " + cmd);
   row r{};
-  const int got = std::fscanf(p, "%zu %d %lf %lf %lf %lf %lf %lf %d", &r.depth, &r.mode, &r.step_ms, &r.plan, &r.peak, &r.rss,
-                              &r.gflops, &r.ledger, &r.threads);
-  if (pclose(p) != 0 || got != 9) throw rwd::error(fmt::format("rewind: the measurement at depth {} failed", depth));
+  const int got = std::fscanf(p, "%zu %d %lf %lf %lf %lf %lf %lf %d %d", &r.depth, &r.mode, &r.step_ms, &r.plan, &r.peak, &r.rss,
+                              &r.gflops, &r.ledger, &r.threads, &r.team);
+  if (pclose(p) != 0 || got != 10) throw rwd::error(fmt::format("rewind: the measurement at depth {} failed", depth));
   r.busy = busy;
   return r;
 }
@@ -198,7 +199,8 @@ int run_memory(const memory_options& o, const std::string& self) {
   if (o.child) {
     const auto m = static_cast<rwd::cpu::mode>(o.child_mode);
     const row r = gpu ? measure_gpu(o.depths.at(0), m, o) : measure(o.depths.at(0), m, o);
-    fmt::print("{} {} {} {} {} {} {} {} {}\n", r.depth, r.mode, r.step_ms, r.plan, r.peak, r.rss, r.gflops, r.ledger, rwd::cpu::threads());
+    fmt::print("{} {} {} {} {} {} {} {} {} {}\n", r.depth, r.mode, r.step_ms, r.plan, r.peak, r.rss, r.gflops, r.ledger, rwd::cpu::threads(),
+               gpu ? 1 : r.team);
     return 0;
   }
   for (const auto& name : o.modes)
@@ -229,7 +231,10 @@ int run_memory(const memory_options& o, const std::string& self) {
   if (gpu) fmt::print("peak MB: tracked device bytes of the step's activations and workspaces\n\n");
   else fmt::print("Eigen GEMM on one layer's six products, {} thread(s): {:.2f} GFLOP/s\n\n", rwd::cpu::threads(), gemm);
   const auto label = [&](const row& x) { return fmt::format("{}{}", x.threads, x.busy ? " busy" : ""); };
-  fmt::print("{:>6} {:>11} {:>8} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}{}\n", "depth", "mode", "threads", "step ms", "plan MB", "peak MB",
+  const auto ran = [&](const row& x) {  // the setting, and the team the last step ran on where it was smaller
+    return x.team > 0 && x.team < x.threads ? fmt::format("{} ({})", label(x), x.team) : label(x);
+  };
+  fmt::print("{:>6} {:>11} {:>10} {:>10} {:>12} {:>12} {:>10} {:>9} {:>8}{}\n", "depth", "mode", "threads", "step ms", "plan MB", "peak MB",
              "RSS MB", "GFLOP/s", "of GEMM", o.rounds > 1 ? "  round" : "");
   // round r measures every configuration once, in the same order, so that a slow spell of a busy
   // machine falls on every configuration of a round alike; ratios are taken within a round
@@ -244,7 +249,7 @@ int run_memory(const memory_options& o, const std::string& self) {
           const auto m = parse_mode(name);
           const row x = isolated(self, d, m, s.threads, s.busy, o);
           all.push_back(x);
-          fmt::print("{:>6} {:>11} {:>8} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>8}{}\n", d, rwd::cpu::to_string(m), label(x),
+          fmt::print("{:>6} {:>11} {:>10} {:>10.2f} {:>12.3f} {:>12.3f} {:>10.1f} {:>9.2f} {:>8}{}\n", d, rwd::cpu::to_string(m), ran(x),
                      x.step_ms, x.plan / 1e6, x.peak / 1e6, x.rss / 1e6, x.gflops,
                      gpu ? std::string("-") : fmt::format("{:.0f}%", 100 * x.gflops / gemm),
                      rounds > 1 ? fmt::format("  {:>5}", r + 1) : std::string());
@@ -318,10 +323,10 @@ int run_memory(const memory_options& o, const std::string& self) {
     const row& r = rows[i];
     const auto mode = mode_name(i);
     json += fmt::format(
-        "  {{\"depth\": {}, \"mode\": \"{}\", \"threads\": {}, \"busy\": {}, \"activation_bytes_plan\": {:.0f}, "
+        "  {{\"depth\": {}, \"mode\": \"{}\", \"threads\": {}, \"team_last_step\": {}, \"busy\": {}, \"activation_bytes_plan\": {:.0f}, "
         "\"activation_bytes_peak\": {:.0f}, \"rss_peak_bytes\": {:.0f}, \"step_ms_median\": {}, \"step_ms_rounds\": [{}], "
         "\"gflops\": {}, \"ledger_bytes\": {:.0f}}}{}\n",
-        r.depth, mode, r.threads, r.busy ? "true" : "false", r.plan, r.peak, r.rss, json_number(r.step_ms), json_list(times[i]),
+        r.depth, mode, r.threads, r.team, r.busy ? "true" : "false", r.plan, r.peak, r.rss, json_number(r.step_ms), json_list(times[i]),
         json_number(r.gflops), r.ledger, i + 1 < rows.size() ? "," : "");
     csv += fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f},{},{}\n", r.depth, mode, r.plan, r.peak, r.rss, r.step_ms, r.gflops,
                        r.threads, r.busy ? 1 : 0);

@@ -226,6 +226,38 @@ TEST_CASE("threads: the gradient is the same bit for bit on any number of thread
   CHECK(rwd::cpu::threads() == rwd::cpu::available_cpus());
 }
 
+TEST_CASE("threads: on a busy machine the team shrinks, and grows back when a probe finds it quiet") {
+  rwd::cpu::detail::team_choice team;
+  CHECK(team.next(2) == 2);
+  team.judge(2, 2, 0.02);  // quiet: a few short sleeps
+  CHECK(team.next(2) == 2);
+  team.judge(2, 2, 0.4);  // the threads slept for 40% of the step: one such step is a hiccup
+  CHECK(team.next(2) == 2);
+  team.judge(2, 2, 0.05);
+  team.judge(2, 2, 0.4);  // two in a row: a partner is descheduled, another process wants the cores
+  team.judge(2, 2, 0.4);
+  for (int step = 1; step < 8; ++step) {
+    CHECK(team.next(2) == 1);
+    team.judge(1, 2, 0);  // one thread never sleeps at a barrier: nothing learnt
+  }
+  CHECK(team.next(2) == 2);  // every eighth step probes the whole team
+  team.judge(2, 2, 0.3);     // still busy: back to one thread at once
+  CHECK(team.next(2) == 1);
+  for (int step = 2; step < 8; ++step) team.next(2);
+  CHECK(team.next(2) == 2);
+  team.judge(2, 2, 0.01);  // quiet again: the whole team from now on
+  CHECK(team.next(2) == 2);
+  CHECK(team.next(2) == 2);
+  // a team of four that slept on three threads goes down to two, not below what it needs
+  rwd::cpu::detail::team_choice four;
+  four.judge(4, 4, 0.5);
+  four.judge(4, 4, 0.5);
+  CHECK(four.next(4) == 3);
+  four.judge(3, 4, 0.5);
+  CHECK(four.next(4) == 2);
+  CHECK(four.next(1) == 1);
+}
+
 TEST_CASE("threads: an error in one chunk is raised once, the same on any number of threads") {
   // the last sample sits at the edge of the exact mode's fixed-point range (+-2^19 with 32
   // fractional bits): the first layers push some of its elements out, in the last chunk only

@@ -24,6 +24,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -119,6 +120,8 @@ class model {
   const budget_report& budget() const { return budget_; }
   /// Layers per segment of mode::checkpointed.
   std::size_t checkpoint_every() const { return segment_; }
+  /// Threads the last training step ran on (threads.hpp: fewer than asked on a busy machine).
+  int last_team() const { return team_.last(); }
 
   /// Glorot-uniform weights (each map's last dense layer scaled by output_init_scale) and zero
   /// biases, from std::mt19937_64(seed) in arena order: the same on every machine and backend.
@@ -415,8 +418,10 @@ class model {
   T run_step(states& st, std::span<const int> labels, mode m, const gradient_listener& ready, const Forward& forward_chunk,
              const AfterForward& after_forward, const Backward& backward_chunk) {
     const std::size_t cols = chunk_columns(), nc = chunks(), per_thread = work_per_sample(m) * cols, slab = slab_size();
-    const int team = team_size();
-    buffer<T> work(tracker_, static_cast<std::size_t>(team) * per_thread), slabs(tracker_, nc * slab);
+    const int most = team_size(), team = team_.next(most);  // workspaces for the whole team, whichever runs
+    buffer<T> work(tracker_, static_cast<std::size_t>(most) * per_thread), slabs(tracker_, nc * slab);
+    const detail::one_gemm_thread alone(team < most);
+    const auto start = std::chrono::steady_clock::now();
     std::vector<double> losses(nc, 0.0);
     detail::first_error failed(nc);
     const auto chunk_lane = [&](std::size_t c) {
@@ -482,6 +487,9 @@ class model {
         tell(phase + 2, l * per_layer_);
       }
     }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    team_.ran(team);
+    team_.judge(team, most, barrier.slept() / std::max(1e-9, wall * team));
     failed.rethrow();
     return static_cast<T>(loss / static_cast<double>(o_.batch));
   }
@@ -897,6 +905,7 @@ class model {
   memory_tracker tracker_;
   optimizer_state<T> optimizer_;
   exact_report exact_;
+  detail::team_choice team_;
 };
 
 }  // namespace rwd::cpu

@@ -101,6 +101,7 @@ class team_barrier {
     for (unsigned i = 1; generation_.load(std::memory_order_acquire) == generation; ++i) {
       if (i % 64 == 0 && std::chrono::steady_clock::now() > until) {
         generation_.wait(generation, std::memory_order_acquire);
+        slept_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - until).count();
         break;  // woken: the generation moved (wait returns only then)
       }
 #if defined(__x86_64__) || defined(__i386__)
@@ -111,10 +112,61 @@ class team_barrier {
   /// How long a thread spins before it sleeps: longer than a balanced layer's skew, far shorter
   /// than a scheduler's time slice.
   static constexpr std::chrono::microseconds spin{500};
+  /// Seconds the team's threads spent asleep here, all together.
+  double slept() const { return slept_.load(); }
 
  private:
+  std::atomic<double> slept_{0};
   std::atomic<int> n_{1}, waiting_{0};
   std::atomic<unsigned> generation_{0};
+};
+
+/// How many threads a model's steps run on. On a quiet machine, every thread it may use. When
+/// two steps in a row found the team's threads asleep at the barriers for more than a sixth of
+/// their time (a partner was descheduled: another process wants the cores), the next steps run
+/// on one thread fewer, and every eighth step tries the whole team again, which is kept if it
+/// no longer sleeps. A single slow step (a hiccup of a shared machine) changes nothing. The
+/// gradient does not depend on the team, so this changes only the time a step takes.
+class team_choice {
+ public:
+  static constexpr double busy = 1.0 / 6;
+  int next(int most) {
+    if (most <= 1 || fewer_ == 0) return most;
+    if (++since_ % 8 == 0) return most;
+    return std::max(1, most - fewer_);
+  }
+  void judge(int used, int most, double slept_fraction) {
+    if (used <= 1) return;
+    const bool slept = slept_fraction > busy;
+    if (slept && (strikes_++ > 0 || fewer_ > 0)) fewer_ = std::min(most - 1, most - used + 1), since_ = 0, strikes_ = 0;
+    if (!slept) {
+      strikes_ = 0;
+      if (used == most) fewer_ = 0;
+    }
+  }
+  int last() const { return last_; }
+  void ran(int team) { last_ = team; }
+
+ private:
+  int fewer_ = 0, since_ = 0, strikes_ = 0, last_ = 0;
+};
+
+/// Eigen's GEMMs on one thread for a scope: a step whose team shrank to one thread must not split
+/// its products across the threads it gave up (joins that a busy machine makes very slow).
+/// Eigen's thread count is global: the scope changes it for the whole process.
+class one_gemm_thread {
+ public:
+  explicit one_gemm_thread(bool on) : was_(on ? Eigen::nbThreads() : 0) {
+    if (on) Eigen::setNbThreads(1);
+  }
+  one_gemm_thread(const one_gemm_thread&) = delete;
+  one_gemm_thread& operator=(const one_gemm_thread&) = delete;
+  ~one_gemm_thread() {
+    if (was_) Eigen::setNbThreads(was_);
+  }
+
+ private:
+  int was_;
 };
 
 /// The first error of a parallel step. Work is numbered (phase * chunks + chunk); every chunk of
