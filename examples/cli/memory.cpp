@@ -138,7 +138,7 @@ class busy_loop {
   busy_loop() {
     pid_ = fork();
     if (pid_ == 0)
-      for (volatile unsigned long i = 0;; i = i + 1) {
+      for (volatile bool spin = true; spin;) {
       }
     if (pid_ < 0) throw rwd::error("rewind: --contend: cannot start the busy loop");
   }
