@@ -36,6 +36,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
+
 #include <rewind/diagnostics.hpp>
 #include <rewind/rational.hpp>
 
@@ -283,9 +287,11 @@ namespace generic {
 #define REWIND_EXACT_DISPATCH 1
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw")
+#define REWIND_EXACT_AVX512_KERNEL 1  // the target pragma does not define __AVX512F__ and the like
 namespace avx512 {
 #include "exact_blocks.inc"
 }  // namespace avx512
+#undef REWIND_EXACT_AVX512_KERNEL
 #pragma GCC pop_options
 /// Whether the blocks run their AVX-512 copy (the CPU has it; a test turns it off).
 inline bool exact_avx512 = [] {
