@@ -213,7 +213,7 @@ int run_memory(const memory_options& o, const std::string& self) {
   std::vector<setting> settings;
   for (bool busy : {false, true})
     for (int t : o.threads)
-      if (!busy || o.contend) settings.push_back({t > 0 ? t : rwd::cpu::available_cpus(), busy});
+      if (!busy || o.contend) settings.push_back({t > 0 ? t : rwd::cpu::default_threads(), busy});
   rwd::cpu::set_threads(std::max_element(settings.begin(), settings.end(), [](setting a, setting b) { return a.threads < b.threads; })->threads);
   if (gpu && settings.size() > 1) throw rwd::error("rewind: --device cuda measures one setting: one --threads count, no --contend");
   std::string where = "threads " + fmt::format("{}", settings.front().threads);

@@ -5,8 +5,9 @@
 // the result is the same bit for bit on any number of threads. With a single chunk (a batch no
 // larger than the grain) Eigen splits each GEMM across the threads instead.
 //
-// The default thread count is the number of CPUs this process may run on: its affinity mask
-// (taskset, cpusets) and its cgroup's CPU quota (containers, CI runners), whichever is smaller.
+// The default thread count is OMP_NUM_THREADS where it is set, and otherwise the number of CPUs
+// this process may run on: its affinity mask (taskset, cpusets) and its cgroup's CPU quota
+// (containers, CI runners), whichever is smaller.
 #pragma once
 
 #include <Eigen/Core>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <limits>
@@ -50,8 +52,16 @@ inline int available_cpus() {
   return cpus;
 }
 
-/// Sets the number of threads of a step (0: available_cpus()).
-inline void set_threads(int n) { Eigen::setNbThreads(n > 0 ? n : available_cpus()); }
+/// The default thread count: OMP_NUM_THREADS where it is set, available_cpus() otherwise.
+inline int default_threads() {
+#ifdef _OPENMP
+  if (const char* asked = std::getenv("OMP_NUM_THREADS"); asked && *asked) return omp_get_max_threads();
+#endif
+  return available_cpus();
+}
+
+/// Sets the number of threads of a step (0: default_threads()).
+inline void set_threads(int n) { Eigen::setNbThreads(n > 0 ? n : default_threads()); }
 inline int threads() { return Eigen::nbThreads(); }
 
 namespace detail {
