@@ -284,10 +284,11 @@ struct parameter_layout {
 };
 
 /// The closed-form memory of one training step of Block stacked `depth` times, in bytes, for
-/// the float modes (stored, reversible, checkpointed with segments of `segment` layers), as every
-/// backend lays it out: the state and cotangents; the tape (stored: per layer and update, the
-/// target's old value and the calls' buffers; checkpointed: one state per segment boundary below
-/// the top); and the largest workspace: the head's logits, or an update's call and step buffers
+/// the float modes (stored, reversible, checkpointed with segments of `segment` layers), as the
+/// CUDA backend lays it out (the CPU backend splits the batch into chunks and plans its own):
+/// the state and cotangents; the tape (stored: per layer and update, the target's old value
+/// and the calls' buffers; checkpointed: one state per segment boundary below the top); and
+/// the largest workspace: the head's logits, or an update's call and step buffers
 /// (stored: its step buffers, less the tape of the updates after it, freed by then).
 template <class Block>
 memory_plan step_plan(mode m, std::size_t width, std::size_t batch, std::size_t classes, std::size_t depth, std::size_t segment,

@@ -11,8 +11,8 @@
 // into their output), then one fused elementwise pass lowered from the update's expression type.
 //
 // Threads (threads.hpp): the batch is split into chunks of options.grain samples; each thread
-// takes chunks and runs them through every layer, and the threads meet once per layer of the
-// backward pass, where the chunks' gradient slabs are added in chunk order.
+// takes chunks and runs them through every layer, and the threads meet twice per layer of the
+// backward pass: when its chunks are done, and when their gradient slabs are added in chunk order.
 //
 // Memory: every buffer of a step comes from the model's tracker and is taken before the threads
 // start: the state and cotangents, the tape, one workspace per thread (the largest any update or
@@ -153,8 +153,8 @@ class model {
     check_parameters();
     states st(*this);
     st.load(batch, input_);
-    buffer<T> work(tracker_, work_per_sample(mode::reversible) * o_.batch);
-    lane ln = lane_of(st, 0, o_.batch, work.data(), nullptr);
+    whole_batch whole(*this, st);
+    lane& ln = whole.ln;
     std::vector<std::vector<T>> trace{st.flat()};
     for (std::size_t l = 0; l < depth_; ++l) {
       forward_layer(l, ln, nullptr);
@@ -171,8 +171,8 @@ class model {
     check_parameters();
     for (std::size_t k = 0; k < ns; ++k)
       std::copy_n(final_state.data() + k * o_.width * o_.batch, o_.width * o_.batch, st.s[k].data());
-    buffer<T> work(tracker_, work_per_sample(mode::reversible) * o_.batch);
-    lane ln = lane_of(st, 0, o_.batch, work.data(), nullptr);
+    whole_batch whole(*this, st);
+    lane& ln = whole.ln;
     std::vector<std::vector<T>> trace(depth_ + 1);
     trace[depth_] = final_state;
     for (std::size_t l = depth_; l-- > 0;) {
@@ -298,8 +298,8 @@ class model {
     // reconstruction: keep every layer's input on the way up, compare on the way down
     states st(*this);
     st.load(batch, input_);
-    buffer<T> work(tracker_, work_per_sample(mode::reversible) * o_.batch);
-    lane ln = lane_of(st, 0, o_.batch, work.data(), nullptr);
+    whole_batch whole(*this, st);
+    lane& ln = whole.ln;
     std::vector<std::vector<T>> inputs;
     for (std::size_t l = 0; l < depth_; ++l) {
       inputs.push_back(st.flat());
@@ -369,6 +369,20 @@ class model {
     return ln;
   }
 
+  /// The whole batch as one lane, with a workspace of its own: for the traces and the audit,
+  /// which look at the state after every layer.
+  struct whole_batch {
+    buffer<T> work;
+    lane ln;
+    whole_batch(model& m, states& st)
+        : work(m.tracker_, m.work_per_sample(mode::reversible) * m.o_.batch), ln(m.lane_of(st, 0, m.o_.batch, work.data(), nullptr)) {}
+  };
+  /// Chunk c of the batch, run by the calling thread (its workspace in `work`, per_thread apart).
+  lane chunk_lane(states& st, std::size_t c, T* work, std::size_t per_thread, T* grads) const {
+    const std::size_t first = c * chunk_columns();
+    return lane_of(st, first, std::min(chunk_columns(), o_.batch - first), work + detail::thread_number() * per_thread, grads);
+  }
+
   std::size_t chunk_columns() const { return o_.grain == 0 ? o_.batch : std::min(o_.grain, o_.batch); }
   std::size_t chunks() const { return (o_.batch + chunk_columns() - 1) / chunk_columns(); }
   int team_size() const { return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads())), chunks())); }
@@ -402,8 +416,7 @@ class model {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (team > 1)
     for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(nc); ++c)
       failed.guard(0, static_cast<std::size_t>(c), [&] {
-        const std::size_t first = static_cast<std::size_t>(c) * cols;
-        lane ln = lane_of(st, first, std::min(cols, o_.batch - first), work.data() + detail::thread_number() * per_thread, nullptr);
+        lane ln = chunk_lane(st, static_cast<std::size_t>(c), work.data(), per_thread, nullptr);
         fn(ln);
       });
     failed.rethrow();
@@ -424,10 +437,6 @@ class model {
     const auto start = std::chrono::steady_clock::now();
     std::vector<double> losses(nc, 0.0);
     detail::first_error failed(nc);
-    const auto chunk_lane = [&](std::size_t c) {
-      const std::size_t first = c * cols;
-      return lane_of(st, first, std::min(cols, o_.batch - first), work.data() + detail::thread_number() * per_thread, slabs.data() + c * slab);
-    };
     double loss = 0;
     detail::team_barrier barrier;
     std::array<std::atomic<std::size_t>, 2> tickets{};  // the next chunk of a sweep, alternating
@@ -443,7 +452,7 @@ class model {
         auto& next = tickets[sweeps % 2];
         for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < nc;)
           failed.guard(phase, c, [&] {
-            lane ln = chunk_lane(c);
+            lane ln = chunk_lane(st, c, work.data(), per_thread, slabs.data() + c * slab);
             body(ln);
           });
         if (t == 0) tickets[(sweeps + 1) % 2].store(0, std::memory_order_relaxed);  // the previous sweep's: nobody draws from it now
