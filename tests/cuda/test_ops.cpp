@@ -67,26 +67,27 @@ int check_block(Block, double mu = 0.7) {
     // the update
     run(rwd::cuda::assign_op<Layout, typename U::rhs, double>{f, out.data()});
     CHECK(max_diff(cpu_eval<Layout, typename U::rhs>(f), out) < 1e-14);
-    // its inverse, in place on a copy of the target
-    std::vector<double> target(f.state[Layout::template state_index<typename U::target>],
-                               f.state[Layout::template state_index<typename U::target>] + n);
+    // its derived inverse, in place on the updated target: the CPU lowering's value, and the
+    // target as it was before the update (the maps' outputs are the same: g does not read it)
+    using Inverse = typename decltype(rwd::invert(U{}))::rhs;
+    const std::size_t t = Layout::template state_index<typename U::target>;
+    std::vector<double> target = out;
     auto g = f;
-    g.state[Layout::template state_index<typename U::target>] = target.data();
-    const array inverse = (cpu_eval<Layout, typename U::target>(g) - cpu_eval<Layout, typename U::g>(g)) /
-                          cpu_eval<Layout, typename U::alpha>(g);
-    run(rwd::cuda::invert_op<Layout, U, double>{g, target.data()});
+    g.state[t] = target.data();
+    const array inverse = cpu_eval<Layout, Inverse>(g);
+    run(rwd::cuda::assign_op<Layout, Inverse, double>{g, target.data()});
     CHECK(max_diff(inverse, target) < 1e-14);
+    CHECK(max_diff(Eigen::Map<const array>(f.state[t], n), target) < 1e-12);
     if constexpr (rwd::coefficient_kind_of<U>() == rwd::coefficient_kind::data_dependent) {
       // the checked functor the GPU engine runs for such an alpha: the same update and inverse,
       // counting the elements whose alpha cannot be divided by (none here; two below)
-      const std::size_t t = Layout::template state_index<typename U::target>;
       std::vector<double> checked_target(f.state[t], f.state[t] + n);
       auto h = f;
       h.state[t] = checked_target.data();
       unsigned bad = 0;
-      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false, {}});
+      run(rwd::cuda::checked_assign_op<Layout, U, typename U::rhs, double>{h, checked_target.data(), &bad, {}});
       CHECK(max_diff(cpu_eval<Layout, typename U::rhs>(f), checked_target) < 1e-14);
-      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, true, {}});
+      run(rwd::cuda::checked_assign_op<Layout, U, Inverse, double>{h, checked_target.data(), &bad, {}});
       CHECK(max_diff(Eigen::Map<const array>(f.state[t], n), checked_target) < 1e-12);
       CHECK(bad == 0);
       // the alpha's map call (affine: exp(s(x2))): -800 underflows to 0, 800 overflows
@@ -94,7 +95,7 @@ int check_block(Block, double mu = 0.7) {
       std::vector<double> call(f.calls[c], f.calls[c] + n);
       call[3] = -800, call[100] = 800;
       h.calls[c] = call.data();
-      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false, {}});
+      run(rwd::cuda::checked_assign_op<Layout, U, typename U::rhs, double>{h, checked_target.data(), &bad, {}});
       CHECK(bad == 2);
       // and outside the range the budget rests on (affine: s ends in tanh, so exp(s) in [1/e, e]):
       // the engine passes the update's bounds; s = 1 is inside, s = 1.01 and s = -3 are not
@@ -104,7 +105,7 @@ int check_block(Block, double mu = 0.7) {
       std::fill(call.begin(), call.end(), 1.0);
       call[5] = 1.01, call[9] = -3;
       bad = 0;
-      run(rwd::cuda::checked_update_op<Layout, U, double>{h, checked_target.data(), &bad, false, bounds});
+      run(rwd::cuda::checked_assign_op<Layout, U, typename U::rhs, double>{h, checked_target.data(), &bad, bounds});
       CHECK(bad == 2);
       ++checked;
     }

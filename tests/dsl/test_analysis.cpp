@@ -75,6 +75,18 @@ static_assert(same<decltype(rwd::inverse(rwd::inverse(momentum))), decltype(mome
 static_assert(same<decltype(rwd::inverse(rwd::inverse(long_sum))), decltype(long_sum)>);
 static_assert(same<decltype(rwd::inverse(rwd::inverse(affine))), decltype(affine)>);
 static_assert(decltype(rwd::inverse(momentum))::is_inverse);
+// the inverse's right-hand side is an expression an engine evaluates: (s - g) / alpha, a division
+// by the coefficient as written (not a product with a rounded reciprocal), s - g when alpha is 1
+namespace inverse_rhs {
+using FX = decltype(f(x));
+using momentum_inverse = std::remove_cv_t<decltype(rwd::inverse(momentum).updates())>;
+static_assert(same<std::remove_cvref_t<decltype(hana::at_c<1>(momentum_inverse{}))>::rhs,
+                   rwd::quotient<rwd::sub<V, FX>, rwd::constant<9, 10>>>);
+static_assert(same<std::remove_cvref_t<decltype(hana::at_c<0>(momentum_inverse{}))>::rhs, rwd::sub<X, V>>);
+static_assert(same<decltype(rwd::make_quotient(x, 1_c)), X>);
+static_assert(same<decltype(rwd::make_quotient(3_c, 4_c)), rwd::constant<3, 4>>);
+static_assert(same<decltype(rwd::make_quotient(rwd::zero{}, rwd::param<"mu">{})), rwd::zero>);
+}  // namespace inverse_rhs
 
 // chain: several blocks as one
 static_assert(decltype(rwd::chain(momentum, coupling))::size == 4);

@@ -89,15 +89,15 @@ struct interpreter {
     });
   }
 
-  // the reversible backward pass: per update from the last, invert, then apply the adjoint
+  // the reversible backward pass: per update from the last, the derived inverse's right-hand side
+  // (each element reads only itself: in place), then the adjoint
   void backward() {
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
       const std::size_t t = rwd::detail::index_in<typename U::target>(State{});
       {
         update_context<U> ctx(*this);  // g does not read the target: its calls are the forward's
-        for (std::size_t i = 0; i < n; ++i)
-          s[t][i] = (s[t][i] - ctx.template at<typename U::g>(i)) / ctx.template at<typename U::alpha>(i);
+        for (std::size_t i = 0; i < n; ++i) s[t][i] = ctx.template at<typename decltype(rwd::invert(u))::rhs>(i);
       }
       update_context<U> ctx(*this);
       hana::for_each(rwd::adjoint(u).steps(), [&](auto step) {

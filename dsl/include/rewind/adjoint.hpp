@@ -144,6 +144,8 @@ constexpr auto vjp(E, Cot cot) {
     return hana::prepend(vjp(typename E::argument{}, map_vjp<E, Cot>{}),
                          map_backward_step<E, Cot>{});
   } else {
+    static_assert(detail::is_add<E> || detail::is_sub<E> || detail::is_mul<E>,
+                  "rewind: no adjoint for this node kind (a quotient belongs to the derived inverse only)");
     return hana::unpack(E::children(), [cot](auto a, auto b) {
       if constexpr (detail::is_add<E>)  // d(a + b) = da + db
         return hana::concat(vjp(a, cot), vjp(b, cot));

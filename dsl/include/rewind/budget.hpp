@@ -247,6 +247,8 @@ constexpr std::array<double, N> linear_row(E, const std::array<double, budget_re
     row = linear_row<State, N, Sources>(hana::front(E::children()), s, bindings);
     for (auto& r : row) r *= s[k];
   } else {
+    static_assert(is_add<E> || is_sub<E> || is_mul<E>,
+                  "rewind: no linearisation for this node kind (a quotient belongs to the derived inverse only)");
     hana::unpack(E::children(), [&](auto a, auto b) {
       if constexpr (is_add<E> || is_sub<E>) {
         const auto ra = linear_row<State, N, Sources>(a, s, bindings);

@@ -5,6 +5,8 @@
 //   param<"mu">      a runtime scalar, bound by name when the network is built
 //   neg, add, sub    -a, a + b, a - b
 //   mul<A, B>        a * b: a scalar times an expression, or an elementwise product
+//   quotient<A, B>   a / b: the derived inverse's division by an update's coefficient (users
+//                    divide by constants only, and e / c is the exact product (1/c)*e)
 //   apply<Fn, A>     an elementwise function, tanh(a)
 //   call<Map, A>     a learned map applied to an expression, f(a)
 //
@@ -162,6 +164,16 @@ struct mul : expr_node {
   }
 };
 
+template <expression A, expression B>
+struct quotient : expr_node {
+  using expr_node::operator=;
+  static constexpr auto children() { return hana::make_tuple(A{}, B{}); }
+  static int precedence(const print_context&) { return detail::prec_product; }
+  static std::string text(const print_context& c) {
+    return detail::text_at<A>(c, detail::prec_product) + " / " + detail::text_at<B>(c, detail::prec_atom);
+  }
+};
+
 template <class Fn, expression A>
 struct apply : expr_node {
   using expr_node::operator=;
@@ -201,6 +213,8 @@ template <class T> inline constexpr bool is_sub = false;
 template <class A, class B> inline constexpr bool is_sub<sub<A, B>> = true;
 template <class T> inline constexpr bool is_mul = false;
 template <class A, class B> inline constexpr bool is_mul<mul<A, B>> = true;
+template <class T> inline constexpr bool is_quotient = false;
+template <class A, class B> inline constexpr bool is_quotient<quotient<A, B>> = true;
 }  // namespace detail
 
 template <class T>
@@ -303,6 +317,16 @@ constexpr auto make_sub(A a, B b) {
   else if constexpr (std::is_same_v<A, zero>) return make_neg(b);
   else if constexpr (requires { typename B::negated; }) return add<A, typename B::negated>{};
   else return sub<A, B>{};
+}
+
+/// a / b, for the inverse of an update: e / 1 => e, constants folded exactly. A constant divisor
+/// stays a division (the inverse divides by 0.9; it does not multiply by a rounded 1/0.9).
+template <expression A, expression B>
+constexpr auto make_quotient(A a, B) {
+  static_assert(!std::is_same_v<B, zero>, "rewind: division by the constant zero");
+  if constexpr (constant_expression<A> && constant_expression<B>) return constant_of<A::value / B::value>{};
+  else if constexpr (std::is_same_v<B, one> || std::is_same_v<A, zero>) return a;
+  else return quotient<A, B>{};
 }
 
 // --- operators -----------------------------------------------------------------------------------
@@ -508,7 +532,12 @@ constexpr double scalar_value(E, const env& bindings) {
         return scalar_value(a, bindings) + scalar_value(b, bindings);
       else if constexpr (std::is_same_v<E, sub<decltype(a), decltype(b)>>)
         return scalar_value(a, bindings) - scalar_value(b, bindings);
-      else return scalar_value(a, bindings) * scalar_value(b, bindings);
+      else if constexpr (std::is_same_v<E, quotient<decltype(a), decltype(b)>>)
+        return scalar_value(a, bindings) / scalar_value(b, bindings);
+      else {
+        static_assert(std::is_same_v<E, mul<decltype(a), decltype(b)>>, "rewind: scalar_value: an unknown node kind");
+        return scalar_value(a, bindings) * scalar_value(b, bindings);
+      }
     });
   }
 }

@@ -87,7 +87,11 @@ REWIND_HOST_DEVICE inline T evaluate(const Frame& f, std::size_t i) {
     const T a = evaluate<Layout, A, T>(f, i), b = evaluate<Layout, B, T>(f, i);
     if constexpr (detail::is_add<E>) return a + b;
     else if constexpr (detail::is_sub<E>) return a - b;
-    else return a * b;
+    else if constexpr (detail::is_quotient<E>) return a / b;
+    else {
+      static_assert(detail::is_mul<E>, "rewind: evaluate: an unknown node kind");
+      return a * b;
+    }
   }
 }
 

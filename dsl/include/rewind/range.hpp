@@ -64,7 +64,10 @@ constexpr interval range_of(E, const env& bindings) {
       const interval a = range_of(x, bindings), b = range_of(y, bindings);
       if constexpr (detail::is_add<E>) return interval{a.lo + b.lo, a.hi + b.hi};
       else if constexpr (detail::is_sub<E>) return interval{a.lo - b.hi, a.hi - b.lo};
-      else return detail::interval_product(a, b);
+      else {
+        static_assert(detail::is_mul<E>, "rewind: no range for this node kind (a quotient belongs to the derived inverse only)");
+        return detail::interval_product(a, b);
+      }
     });
   }
 }

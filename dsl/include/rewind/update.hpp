@@ -70,6 +70,7 @@ constexpr auto decompose(E) {
       return affine_form<diagnosis::ok, decltype(make_neg(typename F::alpha{})),
                          decltype(make_neg(typename F::g{}))>{};
   } else {
+    static_assert(!detail::is_quotient<E>, "rewind: a quotient is the derived inverse's node; an update is not decomposed through it");
     return hana::unpack(E::children(), [](auto a, auto b) {
       using A = decltype(a);
       using B = decltype(b);
@@ -137,20 +138,17 @@ struct update {
   static std::string text(const print_context& c = {}) { return T::text(c) + " <- " + rhs::text(c); }
 };
 
-/// s <- (s - g) / alpha: the inverse of update<T, Alpha, G>.
+/// s <- (s - g) / alpha: the inverse of update<T, Alpha, G>. Engines rewind by evaluating its
+/// right-hand side; this is the one place the inverse's arithmetic is written.
 template <state_variable T, expression Alpha, expression G>
 struct inverse_update {
   using target = T;
   using alpha = Alpha;
   using g = G;
   static constexpr bool is_inverse = true;
-  static std::string text(const print_context& c = {}) {
-    using numerator = decltype(make_sub(T{}, G{}));
-    if constexpr (std::is_same_v<Alpha, one>) return T::text(c) + " <- " + numerator::text(c);
-    else
-      return T::text(c) + " <- " + detail::text_at<numerator>(c, detail::prec_atom) + " / " +
-             detail::text_at<Alpha>(c, detail::prec_atom);
-  }
+  /// The right-hand side as an expression: (s - g) / alpha, or s - g when alpha is 1.
+  using rhs = decltype(make_quotient(make_sub(T{}, G{}), Alpha{}));
+  static std::string text(const print_context& c = {}) { return T::text(c) + " <- " + rhs::text(c); }
 };
 
 template <class T, class A, class G>

@@ -70,7 +70,11 @@ auto lower(const Frame& f, Eigen::Index n) {
     auto b = lower<Layout, B, T>(f, n);
     if constexpr (is_add<E>) return a + b;
     else if constexpr (is_sub<E>) return a - b;
-    else return a * b;
+    else if constexpr (rwd::detail::is_quotient<E>) return a / b;
+    else {
+      static_assert(rwd::detail::is_mul<E>, "rewind: lower: an unknown node kind");
+      return a * b;
+    }
   }
 }
 

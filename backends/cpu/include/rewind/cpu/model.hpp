@@ -566,8 +566,7 @@ class model {
       }
       uf.place_calls(base, o_.width, nb);
       compute_calls(l, uf, nb);
-      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) apply_checked<U>(uf, target, l, false, n);
-      else Eigen::Map<array>(target, n) = lower<Layout, typename U::rhs, T>(uf.f, n);  // s <- alpha*s + g
+      assign<U, typename U::rhs>(uf, target, l, n);  // s <- alpha*s + g
     });
   }
 
@@ -592,47 +591,41 @@ class model {
   template <class U>
   void invert_update(std::size_t l, update_frame<U>& uf, lane& ln) const {
     using Layout = typename update_frame<U>::Layout;
-    const auto n = static_cast<Eigen::Index>(o_.width * ln.count);
     T* target = ln.s[Layout::template state_index<typename U::target>].data();
-    if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent) apply_checked<U>(uf, target, l, true, n);
-    else
-      Eigen::Map<array>(target, n) =  // s <- (s - g) / alpha
-          (lower<Layout, typename U::target, T>(uf.f, n) - lower<Layout, typename U::g, T>(uf.f, n)) /
-          lower<Layout, typename U::alpha, T>(uf.f, n);
+    assign<U, typename decltype(invert(U{}))::rhs>(uf, target, l, static_cast<Eigen::Index>(o_.width * ln.count));
   }
 
-  /// s <- alpha*s + g, or its inverse s <- (s - g) / alpha, over n elements, for an alpha that
-  /// reads the data: in chunks that stay in the cache, alpha is evaluated once per element,
-  /// counted where it is zero, denormal, not finite or outside its range (alpha_bounds), and used;
-  /// any such element is an error naming the update and the layer (the state is then void, as the
-  /// step that throws).
-  template <class U>
-  void apply_checked(update_frame<U>& uf, T* target, std::size_t layer, bool inverse, Eigen::Index n) const {
+  /// target <- Rhs over n elements: update U's right-hand side or its inverse's. Each element reads
+  /// only itself, so the target may be one of Rhs's operands. For an alpha that reads the data,
+  /// in chunks that stay in the cache, alpha is evaluated per element first and counted where it
+  /// is zero, denormal, not finite or outside its range (alpha_bounds); any such element is an
+  /// error naming the update and the layer (the state is then void, as the step that throws).
+  template <class U, class Rhs>
+  void assign(update_frame<U>& uf, T* target, std::size_t layer, Eigen::Index n) const {
     using Layout = typename update_frame<U>::Layout;
-    const auto alpha = lower<Layout, typename U::alpha, T>(uf.f, n);
-    const auto g = lower<Layout, typename U::g, T>(uf.f, n);
-    const auto part = [](const auto& e, Eigen::Index i, Eigen::Index len) {
-      if constexpr (detail::is_scalar_value<decltype(e)>) return e;
-      else return e.segment(i, len);
-    };
     Eigen::Map<array> s(target, n);
-    const alpha_bounds<T> bounds = alpha_bounds_of<T, U>(bindings_);
-    constexpr Eigen::Index chunk = 512;
-    Eigen::Array<T, chunk, 1> a;
-    Eigen::Index bad = 0;
-    for (Eigen::Index i = 0; i < n; i += chunk) {
-      const Eigen::Index len = std::min(chunk, n - i);
-      auto ai = a.head(len);
-      ai = part(alpha, i, len);
-      bad += len - (ai.abs() >= std::numeric_limits<T>::min() && ai.abs() <= std::numeric_limits<T>::max() && ai >= bounds.lo &&
-                    ai <= bounds.hi)
-                       .count();
-      if (inverse) s.segment(i, len) = (s.segment(i, len) - part(g, i, len)) / ai;
-      else s.segment(i, len) = ai * s.segment(i, len) + part(g, i, len);
+    if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
+      s = lower<Layout, Rhs, T>(uf.f, n);
+    } else {
+      const auto alpha = lower<Layout, typename U::alpha, T>(uf.f, n);
+      const auto rhs = lower<Layout, Rhs, T>(uf.f, n);
+      const alpha_bounds<T> bounds = alpha_bounds_of<T, U>(bindings_);
+      constexpr Eigen::Index chunk = 512;
+      Eigen::Array<T, chunk, 1> a;
+      Eigen::Index bad = 0;
+      for (Eigen::Index i = 0; i < n; i += chunk) {
+        const Eigen::Index len = std::min(chunk, n - i);
+        auto ai = a.head(len);
+        ai = alpha.segment(i, len);
+        bad += len - (ai.abs() >= std::numeric_limits<T>::min() && ai.abs() <= std::numeric_limits<T>::max() && ai >= bounds.lo &&
+                      ai <= bounds.hi)
+                         .count();
+        s.segment(i, len) = rhs.segment(i, len);
+      }
+      if (bad > 0) [[unlikely]]
+        throw error(rwd::e002_elements(U::text(), to_string(range_of(typename U::alpha{}, bindings_)), layer, static_cast<std::size_t>(bad),
+                                       static_cast<std::size_t>(n)));
     }
-    if (bad > 0) [[unlikely]]
-      throw error(rwd::e002_elements(U::text(), to_string(range_of(typename U::alpha{}, bindings_)), layer, static_cast<std::size_t>(bad),
-                                     static_cast<std::size_t>(n)));
   }
 
   /// The update's derived adjoint on a chunk; its parameter gradients accumulate in the chunk's

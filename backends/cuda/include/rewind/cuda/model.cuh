@@ -291,6 +291,16 @@ class model {
   unsigned* alpha_counter(bool rewound, std::size_t l, std::size_t ui) {
     return alpha_bad_.data() + ((rewound ? depth_ : 0) + l) * Block::size + ui;
   }
+  /// target <- Rhs (update U's right-hand side or its inverse's, the frame f reading the target in
+  /// place) over n elements; an alpha that reads the data is checked into update ui's counter.
+  template <class U, class Rhs, class Frame>
+  void assign(const Frame& f, T* target, std::size_t n, bool rewound, std::size_t l, std::size_t ui) {
+    using Layout = typename update_plan<U>::Layout;
+    if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
+      for_each(checked_assign_op<Layout, U, Rhs, T>{f, target, alpha_counter(rewound, l, ui), alpha_bounds_of<T, U>(bindings_)}, n,
+               ctx_.stream());
+    else for_each(assign_op<Layout, Rhs, T>{f, target}, n, ctx_.stream());
+  }
   /// Zeroes the alpha counters before a pass.
   void queue_alpha_check() {
     if constexpr (has_data_alpha)
@@ -372,10 +382,7 @@ class model {
       }
       uf.place_calls(base, o_.width, o_.batch);
       compute_calls(l, uf);
-      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
-        for_each(checked_update_op<Layout, U, T>{uf.f, target, alpha_counter(false, l, ui), false, alpha_bounds_of<T, U>(bindings_)}, n,
-                 ctx_.stream());
-      else for_each(assign_op<Layout, typename U::rhs, T>{uf.f, target}, n, ctx_.stream());  // s <- alpha*s + g
+      assign<U, typename U::rhs>(uf.f, target, n, false, l, ui);  // s <- alpha*s + g
       if (tape) tape->push_back(std::move(ws));
       ++ui;
     });
@@ -394,10 +401,7 @@ class model {
       T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
       compute_calls(l, uf);
       T* target = st.s[Layout::template state_index<typename U::target>].data();
-      if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
-        for_each(checked_update_op<Layout, U, T>{uf.f, target, alpha_counter(true, l, ui), true, alpha_bounds_of<T, U>(bindings_)},
-                 o_.width * o_.batch, ctx_.stream());
-      else for_each(invert_op<Layout, U, T>{uf.f, target}, o_.width * o_.batch, ctx_.stream());  // s <- (s - g) / alpha
+      assign<U, typename decltype(invert(U{}))::rhs>(uf.f, target, o_.width * o_.batch, true, l, ui);
       if (with_adjoint) {
         uf.place_steps(steps, o_.width, o_.batch);
         apply_adjoint<U>(l, uf, st);

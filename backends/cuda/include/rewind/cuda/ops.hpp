@@ -33,18 +33,6 @@ struct accumulate_op {
   REWIND_HOST_DEVICE void operator()(std::size_t i) const { out[i] += evaluate<Layout, E, T>(f, i); }
 };
 
-/// The inverse of update U in place: s <- (s - g) / alpha, from the frame (whose state pointer
-/// of the target is `target`; each element reads only itself).
-template <class Layout, class U, class T>
-struct invert_op {
-  typename Layout::template frame<T> f;
-  T* target;
-  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
-    target[i] = (evaluate<Layout, typename U::target, T>(f, i) - evaluate<Layout, typename U::g, T>(f, i)) /
-                evaluate<Layout, typename U::alpha, T>(f, i);
-  }
-};
-
 /// ++*counter, atomically on the device.
 REWIND_HOST_DEVICE inline void count_one(unsigned* counter) {
 #ifdef __CUDA_ARCH__
@@ -54,21 +42,19 @@ REWIND_HOST_DEVICE inline void count_one(unsigned* counter) {
 #endif
 }
 
-/// Update U with an alpha that reads the data, forward (s <- alpha*s + g) or inverse
-/// (s <- (s - g) / alpha): alpha evaluated once per element, and counted in *bad where the rewind
-/// could not divide by it or it leaves the range its budget rests on (the engine reads the count
-/// at its next synchronisation).
-template <class Layout, class U, class T>
-struct checked_update_op {
+/// target[i] = Rhs at element i (update U's right-hand side or its inverse's) for an alpha that
+/// reads the data: alpha is evaluated first and counted in *bad where the rewind could not divide
+/// by it or it leaves the range its budget rests on (the engine reads the count at its next
+/// synchronisation). The target may be one of Rhs's operands: each element reads only itself.
+template <class Layout, class U, class Rhs, class T>
+struct checked_assign_op {
   typename Layout::template frame<T> f;
   T* target;
   unsigned* bad;
-  bool inverse;
   rwd::alpha_bounds<T> bounds;
   REWIND_HOST_DEVICE void operator()(std::size_t i) const {
-    const T a = evaluate<Layout, typename U::alpha, T>(f, i), g = evaluate<Layout, typename U::g, T>(f, i);
-    if (!bounds.accepts(a)) count_one(bad);
-    target[i] = inverse ? (target[i] - g) / a : a * target[i] + g;
+    if (!bounds.accepts(evaluate<Layout, typename U::alpha, T>(f, i))) count_one(bad);
+    target[i] = evaluate<Layout, Rhs, T>(f, i);
   }
 };
 
