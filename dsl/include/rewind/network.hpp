@@ -100,13 +100,15 @@ std::string e014_runtime(const budget_report& b, const env& bindings) {
   return std::string(REWIND_E014) + " (" + which + ")";
 }
 
-/// The strict policy at a model's mode::reversible: refuses an unknown budget (E014) and a depth
-/// past the budget (E007), naming what else the model offers past it.
+/// The strict policy's run-time check, for a network and at a model's mode::reversible: refuses an
+/// unknown budget (E014) and a depth past the budget (E007); a model names what else it offers
+/// past them (`instead`: for E007; `instead_of_unknown`: for E014).
 template <class Scalar, class Block>
-void check_rewind_budget(const budget_report& b, std::size_t depth, const env& bindings, std::string_view instead) {
-  if (!b.known()) throw error(e014_runtime<Block>(b, bindings) + "; in this model: use mode::checkpointed, or options.lossy");
-  if (static_cast<long long>(depth) > b.layers)
-    throw error(e007_runtime(scalar_traits<Scalar>::name, depth, b) + "; in this model: " + std::string(instead));
+constexpr void check_rewind_budget(const budget_report& b, std::size_t depth, const env& bindings, std::string_view instead = {},
+                         std::string_view instead_of_unknown = {}) {
+  const auto in_model = [](std::string_view what) { return what.empty() ? std::string() : "; in this model: " + std::string(what); };
+  if (!b.known()) throw error(e014_runtime<Block>(b, bindings) + in_model(instead_of_unknown));
+  if (static_cast<long long>(depth) > b.layers) throw error(e007_runtime(scalar_traits<Scalar>::name, depth, b) + in_model(instead));
 }
 
 /// The compile-time E014, in a function named after the update whose alpha may come near zero
@@ -146,9 +148,7 @@ template <class Scalar, class Policy, class Block, std::size_t Depth>
 constexpr network_t<Scalar, Policy, Block, Depth> checked_network(stack_t<Block, Depth> s, const env& bindings) {
   check_runtime_coefficients<Block>(bindings);
   network_t<Scalar, Policy, Block, Depth> n{s.depth, bindings, budget<Scalar>(Block{}, bindings)};
-  if (Policy::checks_budget && !n.budget.known()) throw error(e014_runtime<Block>(n.budget, bindings));
-  if (Policy::checks_budget && static_cast<long long>(n.depth) > n.budget.layers)
-    throw error(e007_runtime(scalar_traits<Scalar>::name, n.depth, n.budget));
+  if (Policy::checks_budget) check_rewind_budget<Scalar, Block>(n.budget, n.depth, bindings);
   return n;
 }
 }  // namespace detail

@@ -200,7 +200,8 @@ class model {
     check_parameters();
     if (m == mode::exact) return loss_and_gradient_exact(batch, labels, ready);
     if (m == mode::reversible && !o_.lossy)
-      rwd::detail::check_rewind_budget<T, Block>(budget_, depth_, bindings_, "use mode::checkpointed or mode::exact, or options.lossy");
+      rwd::detail::check_rewind_budget<T, Block>(budget_, depth_, bindings_, "use mode::checkpointed or mode::exact, or options.lossy",
+                                                    "use mode::checkpointed, or options.lossy");
     states st(*this);
     st.load(batch, input_);
     // stored: per layer and update, per chunk, the target's old value and the call buffers;

@@ -123,7 +123,8 @@ class model {
     rwd::check_labels(labels, o_.batch, o_.classes);
     if (m == mode::exact) throw error("rewind: mode::exact runs on the CPU backend (its GPU half is not built yet)");
     if (m == mode::reversible && !o_.lossy)
-      rwd::detail::check_rewind_budget<T, Block>(budget_, depth_, bindings_, "use mode::checkpointed, or options.lossy");
+      rwd::detail::check_rewind_budget<T, Block>(budget_, depth_, bindings_, "use mode::checkpointed, or options.lossy",
+                                                    "use mode::checkpointed, or options.lossy");
     const cudaStream_t s = ctx_.stream();
     queue_parameter_check();
     queue_alpha_check();
