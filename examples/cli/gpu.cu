@@ -65,3 +65,10 @@ template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::opti
 template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double);
 
 }  // namespace rewind_cli::gpu
+
+/// The plugin's entry point (the only symbol librewind_gpu.so exports).
+extern "C" __attribute__((visibility("default"))) const rewind_cli::gpu::plugin* rewind_gpu_plugin() {
+  namespace g = rewind_cli::gpu;
+  static const g::plugin p{g::plugin::current_abi, &g::unavailable, &g::make<float>, &g::make<double>};
+  return &p;
+}

@@ -1,6 +1,8 @@
 // rewind cli: the reference network on the GPU, behind a plain interface, so that the rest of
-// the program (compiled by g++) never sees CUDA. gpu.cu implements it when the CUDA backend is
-// built; gpu_absent.cpp otherwise, and then every use says so.
+// the program (compiled by g++) never sees CUDA. gpu.cu implements it. The `rewind` program
+// takes it from a plugin it opens only when --device cuda asks for the GPU (gpu_plugin.cpp:
+// librewind_gpu.so beside the program), so a CPU run neither needs nor maps the CUDA libraries
+// and a machine without them runs every CPU command; the GPU benchmark links gpu.cu directly.
 #pragma once
 
 #include <memory>
@@ -41,5 +43,15 @@ class engine {
 /// Throws rwd::error saying why when unavailable() is not empty.
 template <class T>
 std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu);
+
+/// What the plugin exports, as the one C symbol `rewind_gpu_plugin` returning it. Built by the
+/// same compiler as the program, from this header: `abi` guards against a stale plugin.
+struct plugin {
+  static constexpr int current_abi = 1;
+  int abi;
+  std::string (*unavailable)();
+  std::unique_ptr<engine<float>> (*make_float)(std::size_t depth, const rwd::options& o, double mu);
+  std::unique_ptr<engine<double>> (*make_double)(std::size_t depth, const rwd::options& o, double mu);
+};
 
 }  // namespace rewind_cli::gpu
