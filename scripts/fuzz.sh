@@ -11,7 +11,7 @@ seconds=${1:-60}
 scripts/setup.sh clang-14 libclang-rt-14-dev
 dir=build-fuzz
 mkdir -p $dir
-cxx="clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Idsl/include -Ibackends/cpu/include -Iexamples"
+cxx="clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Idsl/include -Iengine/include -Ibackends/cpu/include -Iexamples"
 $cxx tests/fuzz/fuzz_idx.cpp -lz -o $dir/fuzz_idx &
 $cxx tests/fuzz/fuzz_params.cpp -o $dir/fuzz_params &
 $cxx tests/fuzz/fuzz_command_line.cpp -o $dir/fuzz_command_line &

@@ -56,7 +56,7 @@ else
   libdir=$cuda_root/lib64
   [ -d "$libdir" ] || libdir=$cuda_root/targets/x86_64-linux/lib
   [ -d "$DEPS" ] || DEPS=/usr/include  # on the development machine the packages are installed
-  INC="-Idsl/include -Ibackends/cpu/include -Ibackends/cuda/include -Iexamples -I$DEPS -isystem $DEPS/eigen3 -isystem /usr/include/eigen3"
+  INC="-Idsl/include -Iengine/include -Ibackends/cpu/include -Ibackends/cuda/include -Iexamples -I$DEPS -isystem $DEPS/eigen3 -isystem /usr/include/eigen3"
   NVCCF="$NVCC -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=[sm_90,compute_90] $INC"
   CXX="g++ -std=c++20 -O3 -march=native -fopenmp $INC"
   # cuBLAS and the CUDA runtime are found through an rpath to the toolkit's library folder

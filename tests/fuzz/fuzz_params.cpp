@@ -9,16 +9,16 @@
 #include <fstream>
 #include <string>
 
-#include <rewind/cpu/checkpoint.hpp>
+#include <rewind/engine/parameter_file.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = "/tmp/rewind_fuzz_params_" + std::to_string(::getpid());
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  rwd::cpu::checkpoint_header expected;
+  rwd::parameter_file_header expected;
   expected.scalar_bytes = sizeof(float);
   expected.width = 4, expected.classes = 2, expected.depth = 1, expected.count = 10, expected.block_fingerprint = 42;
   try {
-    const auto values = rwd::cpu::read_checkpoint<float>(path, expected);
+    const auto values = rwd::read_parameter_file<float>(path, expected);
     if (values.size() != 10) __builtin_trap();
   } catch (const rwd::error&) {
   }

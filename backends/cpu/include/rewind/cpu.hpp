@@ -1,7 +1,7 @@
 // rewind: the CPU backend (Eigen). Includes the dsl.
 #pragma once
 
-#include "cpu/checkpoint.hpp"
+#include <rewind/engine/parameter_file.hpp>
 #include "cpu/exact.hpp"
 #include "cpu/memory.hpp"
 #include "cpu/model.hpp"

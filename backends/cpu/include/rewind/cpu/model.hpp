@@ -40,7 +40,7 @@
 #include <rewind/pointwise.hpp>
 #include <rewind/rewind.hpp>
 
-#include "checkpoint.hpp"
+#include <rewind/engine/parameter_file.hpp>
 #include "exact.hpp"
 #include "lower.hpp"
 #include "maps.hpp"
@@ -271,11 +271,11 @@ class model {
   void reset_optimizer() { optimizer_ = {}; }
 
   /// Writes the parameters to `path` atomically (header, values, checksum).
-  void save(const std::string& path) const { write_checkpoint<T>(path, header(), params_); }
+  void save(const std::string& path) const { write_parameter_file<T>(path, header(), params_); }
   /// Reads parameters written by save() for the same block and shapes; on any error the model is
   /// unchanged and the message names the cause.
   void load(const std::string& path) {
-    auto values = read_checkpoint<T>(path, header());
+    auto values = read_parameter_file<T>(path, header());
     for (T v : values)
       if (!std::isfinite(v)) throw error("rewind: " + path + ": holds a non-finite parameter");
     params_ = std::move(values);
@@ -833,8 +833,8 @@ class model {
     return loss;
   }
 
-  checkpoint_header header() const {
-    checkpoint_header h;
+  parameter_file_header header() const {
+    parameter_file_header h;
     h.width = o_.width;
     h.classes = o_.classes;
     h.depth = depth_;

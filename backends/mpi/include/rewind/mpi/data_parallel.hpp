@@ -2,7 +2,7 @@
 // equal shard of each global batch; the gradients are averaged with all-reduces over the flat
 // gradient arena. The backward pass finishes the gradients from the top of the network down
 // (the head, then layer L-1, ..., layer 0), and the model says so as it goes
-// (rwd::cpu::gradient_listener): each finished stretch of the arena of at least `bucket_bytes` is
+// (rwd::gradient_listener): each finished stretch of the arena of at least `bucket_bytes` is
 // all-reduced with a non-blocking collective while the rewind continues below, so that most of
 // the communication hides behind the backward pass.
 //
@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include <rewind/cpu/checkpoint.hpp>
+#include <rewind/engine/parameter_file.hpp>
 #include <rewind/engine.hpp>
 
 #include "runtime.hpp"
@@ -121,7 +121,7 @@ class data_parallel {
   /// A checksum of this replica's parameters (FNV-1a of their bytes).
   std::uint64_t checksum() const {
     const auto p = model_.parameters();
-    return cpu::fnv1a(p.data(), p.size_bytes());
+    return fnv1a(p.data(), p.size_bytes());
   }
 
   /// Throws on every rank when any two replicas' parameters differ, naming the ranks.

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <rewind/cpu/checkpoint.hpp>
+#include <rewind/engine/parameter_file.hpp>
 #include <rewind/cuda/runtime.cuh>
 #include <rewind/engine.hpp>
 
@@ -115,7 +115,7 @@ class nccl_data_parallel {
 
   std::uint64_t checksum() const {
     const auto p = model_.parameters();
-    return cpu::fnv1a(p.data(), p.size() * sizeof(T));
+    return fnv1a(p.data(), p.size() * sizeof(T));
   }
   void check_replicas() const { mpi::check_replicas(comm_, checksum(), o_.timeout_seconds); }
 

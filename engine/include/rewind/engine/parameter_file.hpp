@@ -1,4 +1,4 @@
-// rewind cpu: parameter files. A header (magic, version, scalar size, shapes, a fingerprint of
+// rewind engine: parameter files, for any backend. A header (magic, version, scalar size, shapes, a fingerprint of
 // the block), the parameters, and a checksum of everything before it. Written atomically: to a
 // temporary file in the same folder, then renamed over the target, so a crash never leaves a
 // partial file under the real name. Reading validates everything before touching the model.
@@ -17,16 +17,16 @@
 
 #include <rewind/diagnostics.hpp>
 
-namespace rwd::cpu {
+namespace rwd {
 
-struct checkpoint_header {
+struct parameter_file_header {
   char magic[8] = {'R', 'W', 'N', 'D', 'P', 'A', 'R', 'M'};
   std::uint32_t version = 1;
   std::uint32_t scalar_bytes = 0;
   std::uint64_t width = 0, classes = 0, depth = 0, count = 0;
   std::uint64_t block_fingerprint = 0;  // FNV-1a of the block's printed updates and maps
 };
-static_assert(sizeof(checkpoint_header) == 8 + 4 + 4 + 5 * 8);
+static_assert(sizeof(parameter_file_header) == 8 + 4 + 4 + 5 * 8);
 
 /// FNV-1a, 64 bits.
 inline std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
@@ -36,7 +36,7 @@ inline std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 0x
 }
 
 template <class T>
-void write_checkpoint(const std::string& path, checkpoint_header h, std::span<const T> values) {
+void write_parameter_file(const std::string& path, parameter_file_header h, std::span<const T> values) {
   namespace fs = std::filesystem;
   h.scalar_bytes = sizeof(T);
   h.count = values.size();
@@ -68,7 +68,7 @@ void write_checkpoint(const std::string& path, checkpoint_header h, std::span<co
 
 /// Reads and validates a parameter file made for `expected` (its count, shapes and block).
 template <class T>
-std::vector<T> read_checkpoint(const std::string& path, const checkpoint_header& expected) {
+std::vector<T> read_parameter_file(const std::string& path, const parameter_file_header& expected) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     throw error("rewind: the parameter file " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
@@ -77,7 +77,7 @@ std::vector<T> read_checkpoint(const std::string& path, const checkpoint_header&
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw error("rewind: cannot read the parameter file " + path);
   const std::string where = "rewind: " + path + ": ";
-  checkpoint_header h;
+  parameter_file_header h;
   if (bytes.size() < sizeof h + sizeof(std::uint64_t)) throw error(where + "truncated (shorter than a header)");
   std::memcpy(&h, bytes.data(), sizeof h);
   if (std::memcmp(h.magic, expected.magic, sizeof h.magic) != 0) throw error(where + "not a rewind parameter file (bad magic)");
@@ -106,4 +106,4 @@ std::vector<T> read_checkpoint(const std::string& path, const checkpoint_header&
   return values;
 }
 
-}  // namespace rwd::cpu
+}  // namespace rwd
