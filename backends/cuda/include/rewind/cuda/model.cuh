@@ -342,7 +342,7 @@ class model {
 
   template <class M>
   map_runner<M, T> runner() const {
-    return {o_.width, o_.batch, ctx_.blas(), ctx_.stream()};
+    return {o_.width, o_.batch, {ctx_.blas(), ctx_.stream()}};
   }
   template <class U>
   void compute_calls(std::size_t layer, update_frame<U>& uf) const {

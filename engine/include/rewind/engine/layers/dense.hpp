@@ -1,0 +1,28 @@
+// rewind engine: the dense layer y = W u + b (W: out x in, column-major, then b), one GEMM each
+// way. When an activation follows, the activation's rule adds the bias in its own pass over the
+// GEMM's output (rwd::map_layout::fused), and only the activation's output is kept.
+#pragma once
+
+#include "rule.hpp"
+
+namespace rwd {
+
+template <std::size_t N>
+struct layer_rule<dense_layer<N>> {
+  template <class T, class Exec>
+  static void forward(const Exec& e, const layer_forward<T>& l) {
+    const auto& s = l.shape;
+    e.gemm(false, false, s.out, l.batch, s.in, l.params, l.x, T(0), l.y);  // y = W u
+    if (!l.into_next) e.template bias<void>(l.y, l.params + s.out * s.in, s.out, l.batch);
+  }
+  template <class T, class Exec>
+  static T* backward(const Exec& e, const layer_backward<T>& l) {
+    const auto& s = l.shape;
+    e.gemm(false, true, s.out, s.in, l.batch, l.g, l.x, T(1), l.grads);       // dW += g u^T
+    e.bias_gradient(l.g, l.grads + s.out * s.in, s.out, l.batch);             // db += sum over the batch of g
+    e.gemm(true, false, s.in, l.batch, s.out, l.params, l.g, T(0), l.dx);     // du = W^T g
+    return l.dx;
+  }
+};
+
+}  // namespace rwd

@@ -1,0 +1,103 @@
+// rewind engine: a learned map forward and backward, written once for every backend.
+//
+// A map is a stack of layers (rwd::map: dense layers and activations). Each layer kind states its
+// rules once, in a header of its own under layers/ (dense.hpp, activation.hpp): its forward and
+// backward pass in terms of a few primitives that each backend's executor provides. The buffers
+// of one call (stages, backward scratch, parameter offsets, fusion of a dense layer with the
+// activation after it) are laid out by rwd::map_layout, so the memory plan stays a closed form.
+//
+// The executor contract (`map_executor`): for scalars T, buffers in the executor's memory,
+// column-major and contiguous, one sample per column:
+//   gemm(ta, tb, m, n, k, A, B, beta, C)    C = op(A) op(B) + beta C, with op(A) m x k, op(B)
+//                                           k x n, beta 0 or 1 (op transposes when t* is set)
+//   bias<Fn>(Y, b, rows, cols)              Y = Fn(Y + b) down every column (Fn = void: Y + b)
+//   activation<Fn>(X, Y, n)                 Y = Fn(X) elementwise
+//   bias_gradient(G, gb, rows, cols)        gb += the row sums of G
+//   activation_backward<Fn>(G, Y, copy, n)  G *= Fn'(u) from the output Y = Fn(u); copy = G
+//                                           where copy is not null
+// Fn is a dsl function (rwd::fn::tanh_fn, ...): its value and its derivative from the output
+// are stated once, in the dsl. The CPU backend's executor is Eigen, the CUDA backend's cuBLAS and
+// kernels, the tests' a plain loop in double (tests/engine/test_map_runner.cpp).
+//
+// Adding a layer kind (a convolution, a normalization): a header under layers/ specialising
+// rwd::layer_rule for it, with forward and backward over the primitives (new primitives go into
+// every executor), and its shape, parameter count and buffers in rwd::map_layout.
+#pragma once
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+
+#include <rewind/layout.hpp>
+#include <rewind/map.hpp>
+
+#include "layers/activation.hpp"
+#include "layers/dense.hpp"
+
+namespace rwd {
+
+/// The primitives a backend provides to run maps (see the contract above).
+template <class E, class T>
+concept map_executor = requires(const E& e, const T* c, T* p, std::size_t n, bool t) {
+  e.gemm(t, t, n, n, n, c, c, T{}, p);
+  e.template bias<void>(p, c, n, n);
+  e.bias_gradient(c, p, n, n);
+};
+
+/// Runs map M forward and backward over caller-provided buffers, through executor Exec.
+template <class M, class T, class Exec>
+  requires map_executor<Exec, T>
+struct map_runner {
+  using L = map_layout<M>;
+  std::size_t width, batch;
+  Exec exec{};
+
+  /// Output k's buffer: stages laid out one after the other from `stages`.
+  std::array<T*, L::depth> outputs(T* stages) const { return L::outputs(stages, width, batch); }
+
+  /// y = M(in); returns the output buffer (inside stages).
+  const T* forward(const T* params, const T* in, T* stages) const {
+    const auto shape = M::shape(width);
+    const auto out = outputs(stages);
+    const auto offsets = L::offsets(width);
+    const T* x = in;
+    std::size_t k = 0;
+    hana::for_each(M::layers(), [&](auto layer) {
+      const layer_forward<T> step{.shape = shape[k],
+                                  .batch = batch,
+                                  .params = params + offsets[k],
+                                  .x = x,
+                                  .y = out[k],
+                                  .into_next = L::fused(k),
+                                  .bias_before = k > 0 && L::fused(k - 1) ? params + offsets[k - 1] + shape[k - 1].in * shape[k - 1].out : nullptr};
+      layer_rule<decltype(layer)>::forward(exec, step);
+      x = out[k];
+      ++k;
+    });
+    return out[L::depth - 1];
+  }
+
+  /// Backward from the output cotangent g (overwritten): dtheta accumulates into grads, the input
+  /// cotangent lands in vjp.
+  void backward(const T* params, T* grads, const T* in, T* stages, T* g, T* scratch, T* vjp) const {
+    const auto shape = M::shape(width);
+    const auto out = outputs(stages);
+    const auto offsets = L::offsets(width);
+    const auto cotangent_of = L::cotangent_targets(scratch, vjp, width, batch);
+    std::size_t k = L::depth;
+    hana::for_each(hana::reverse(M::layers()), [&](auto layer) {
+      --k;
+      const layer_backward<T> step{.shape = shape[k],
+                                   .batch = batch,
+                                   .params = params + offsets[k],
+                                   .grads = grads + offsets[k],
+                                   .x = k == 0 ? in : out[k - 1],
+                                   .y = out[k],
+                                   .g = g,
+                                   .dx = k == 0 ? vjp : cotangent_of[k]};
+      g = layer_rule<decltype(layer)>::backward(exec, step);
+    });
+  }
+};
+
+}  // namespace rwd
