@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "diagnostics.hpp"
+#include <rewind/diagnostics.hpp>
 
 namespace rwd {
 

@@ -15,11 +15,11 @@
 #include <string_view>
 #include <type_traits>
 
-#include "adjoint.hpp"
-#include "budget.hpp"
-#include "engine.hpp"
-#include "map.hpp"
-#include "pointwise.hpp"
+#include <rewind/adjoint.hpp>
+#include <rewind/budget.hpp>
+#include <rewind/engine.hpp>
+#include <rewind/map.hpp>
+#include <rewind/pointwise.hpp>
 
 namespace rwd {
 

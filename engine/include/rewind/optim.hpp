@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "diagnostics.hpp"
+#include <rewind/diagnostics.hpp>
 
 namespace rwd {
 
