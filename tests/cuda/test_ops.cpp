@@ -1,7 +1,8 @@
 // The CUDA engine's elementwise functors (rewind/cuda/ops.hpp), run on the host against the CPU
 // backend: for every update of eight blocks, the update, its inverse and every step of its
 // adjoint, as the functor the GPU kernel runs computes it and as the CPU's Eigen lowering does;
-// then the map epilogues, the loss head and the optimizers. No GPU and no CUDA needed.
+// then the map epilogues and the loss head (the optimizers share one functor with the CPU:
+// tests/engine/test_optimizer_step.cpp). No GPU and no CUDA needed.
 #include <doctest/doctest.h>
 
 #include <random>
@@ -143,7 +144,7 @@ TEST_CASE("cuda ops: updates, inverses and adjoint steps agree with the CPU lowe
   CHECK(checked > 40);
 }
 
-TEST_CASE("cuda ops: map epilogues, the loss head and the optimizers agree with the CPU") {
+TEST_CASE("cuda ops: map epilogues and the loss head agree with the CPU") {
   std::mt19937_64 rng(3);
   std::normal_distribution<double> normal;
   const std::size_t rows = 7, batch = 5;
@@ -189,27 +190,4 @@ TEST_CASE("cuda ops: map epilogues, the loss head and the optimizers agree with 
   int flag = 0;
   for (std::size_t i = 0; i < vals.size(); ++i) rwd::cuda::nonfinite_op<double>{vals.data(), &flag}(i);
   CHECK(flag == 1);
-  // sgd and adam: the same arithmetic as the CPU's optimizers, step by step
-  std::vector<double> theta(30), grad(30);
-  for (auto* v : {&theta, &grad})
-    for (auto& e : *v) e = normal(rng);
-  std::vector<double> t_cpu = theta, t_gpu = theta, m1(30, 0), m2(30, 0);
-  rwd::cpu::optimizer_state<double> state;
-  const rwd::adam a{.lr = 0.01, .weight_decay = 0.1};
-  for (int s = 1; s <= 3; ++s) {
-    rwd::cpu::step(a, std::span<double>(t_cpu), std::span<const double>(grad), state);
-    const double c1 = 1 - std::pow(a.beta1, s), c2 = 1 - std::pow(a.beta2, s);
-    for (std::size_t i = 0; i < theta.size(); ++i)
-      rwd::cuda::adam_op<double>{t_gpu.data(), grad.data(), m1.data(), m2.data(), a.beta1, a.beta2, a.lr / c1, std::sqrt(c2), a.eps,
-                                 a.lr * a.weight_decay}(i);
-  }
-  for (std::size_t i = 0; i < theta.size(); ++i) CHECK(t_gpu[i] == doctest::Approx(t_cpu[i]).epsilon(1e-15));
-  std::vector<double> s_cpu = theta, s_gpu = theta, vel(30, 0);
-  rwd::cpu::optimizer_state<double> sgd_state;
-  const rwd::sgd o{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01};
-  for (int s = 0; s < 3; ++s) {
-    rwd::cpu::step(o, std::span<double>(s_cpu), std::span<const double>(grad), sgd_state);
-    for (std::size_t i = 0; i < theta.size(); ++i) rwd::cuda::sgd_op<double>{s_gpu.data(), grad.data(), vel.data(), o.lr, o.momentum, o.weight_decay}(i);
-  }
-  for (std::size_t i = 0; i < theta.size(); ++i) CHECK(s_gpu[i] == doctest::Approx(s_cpu[i]).epsilon(1e-15));
 }

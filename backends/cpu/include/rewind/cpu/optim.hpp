@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <rewind/diagnostics.hpp>
+#include <rewind/engine/optimizer_step.hpp>
 #include <rewind/optim.hpp>
 
 namespace rwd::cpu {
@@ -32,11 +33,8 @@ template <class T>
 void step(const sgd& o, std::span<T> theta, std::span<const T> g, optimizer_state<T>& s) {
   check(o);
   s.begin(optimizer_kind::sgd, theta.size(), 1);
-  const T lr = static_cast<T>(o.lr), mu = static_cast<T>(o.momentum), wd = static_cast<T>(o.weight_decay);
-  for (std::size_t i = 0; i < theta.size(); ++i) {
-    s.first[i] = mu * s.first[i] + g[i];
-    theta[i] -= lr * (s.first[i] + wd * theta[i]);
-  }
+  const auto update = sgd_step<T>::of(o, theta.data(), g.data(), s.first.data());
+  for (std::size_t i = 0; i < theta.size(); ++i) update(i);
   ++s.steps;
 }
 
@@ -45,16 +43,8 @@ void step(const adam& o, std::span<T> theta, std::span<const T> g, optimizer_sta
   check(o);
   s.begin(optimizer_kind::adam, theta.size(), 2);
   ++s.steps;
-  const double c1 = 1 - std::pow(o.beta1, static_cast<double>(s.steps));
-  const double c2 = 1 - std::pow(o.beta2, static_cast<double>(s.steps));
-  const T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2);
-  const T step_size = static_cast<T>(o.lr / c1), root_c2 = static_cast<T>(std::sqrt(c2));
-  const T eps = static_cast<T>(o.eps), decay = static_cast<T>(o.lr * o.weight_decay);
-  for (std::size_t i = 0; i < theta.size(); ++i) {
-    s.first[i] = b1 * s.first[i] + (T(1) - b1) * g[i];
-    s.second[i] = b2 * s.second[i] + (T(1) - b2) * g[i] * g[i];
-    theta[i] -= step_size * s.first[i] / (std::sqrt(s.second[i]) / root_c2 + eps) + decay * theta[i];
-  }
+  const auto update = adam_step<T>::of(o, s.steps, theta.data(), g.data(), s.first.data(), s.second.data());
+  for (std::size_t i = 0; i < theta.size(); ++i) update(i);
 }
 
 }  // namespace rwd::cpu

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <rewind/engine.hpp>
+#include <rewind/engine/optimizer_step.hpp>
 #include <rewind/layout.hpp>
 #include <rewind/optim.hpp>
 #include <rewind/rewind.hpp>
@@ -205,20 +206,14 @@ class model {
   void apply(const sgd& o) {
     check(o);
     begin_optimizer(kind_of(o), 1);
-    for_each(sgd_op<T>{params_.data(), grads_.data(), first_.data(), static_cast<T>(o.lr), static_cast<T>(o.momentum),
-                       static_cast<T>(o.weight_decay)},
-             arena_.total, ctx_.stream());
+    for_each(sgd_step<T>::of(o, params_.data(), grads_.data(), first_.data()), arena_.total, ctx_.stream());
     ++steps_;
   }
   void apply(const adam& o) {
     check(o);
     begin_optimizer(kind_of(o), 2);
     ++steps_;
-    const double c1 = 1 - std::pow(o.beta1, static_cast<double>(steps_)), c2 = 1 - std::pow(o.beta2, static_cast<double>(steps_));
-    for_each(adam_op<T>{params_.data(), grads_.data(), first_.data(), second_.data(), static_cast<T>(o.beta1), static_cast<T>(o.beta2),
-                        static_cast<T>(o.lr / c1), static_cast<T>(std::sqrt(c2)), static_cast<T>(o.eps),
-                        static_cast<T>(o.lr * o.weight_decay)},
-             arena_.total, ctx_.stream());
+    for_each(adam_step<T>::of(o, steps_, params_.data(), grads_.data(), first_.data(), second_.data()), arena_.total, ctx_.stream());
   }
   /// Forgets the optimizer's moments and step count.
   void reset_optimizer() {

@@ -141,30 +141,4 @@ struct nonfinite_op {
   }
 };
 
-template <class T>
-struct sgd_op {
-  T* theta;
-  const T* g;
-  T* velocity;
-  T lr, mu, wd;
-  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
-    velocity[i] = mu * velocity[i] + g[i];
-    theta[i] -= lr * (velocity[i] + wd * theta[i]);
-  }
-};
-
-template <class T>
-struct adam_op {
-  T* theta;
-  const T* g;
-  T *first, *second;
-  T b1, b2, step_size, root_c2, eps, decay;
-  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
-    using std::sqrt;
-    first[i] = b1 * first[i] + (T(1) - b1) * g[i];
-    second[i] = b2 * second[i] + (T(1) - b2) * g[i] * g[i];
-    theta[i] -= step_size * first[i] / (sqrt(second[i]) / root_c2 + eps) + decay * theta[i];
-  }
-};
-
 }  // namespace rwd::cuda
