@@ -264,10 +264,10 @@ struct fixed_point {
 };
 
 namespace detail {
-// The loops below run on every thread in blocks (elements are independent, so the result does not
-// depend on the thread count); each block is one vectorised pass, plus a scalar pass over the
+// The loops below run on every thread in tiles (elements are independent, so the result does not
+// depend on the thread count); each tile is one vectorised pass, plus a scalar pass over the
 // few elements whose ledger moves a word to or from its stack. Flags are int64 like the lanes.
-inline constexpr std::size_t exact_block = 512;
+inline constexpr std::size_t exact_tile = 512;
 inline constexpr std::size_t exact_parallel_from = 16384;
 
 /// What one scale_add_exact call's elements share: s = q m + r; the ledger's x <- (x times + r)
@@ -278,10 +278,10 @@ struct scale_step {
 };
 
 namespace generic {
-#include "exact_blocks.inc"
+#include "exact_tiles.inc"
 }  // namespace generic
 
-// An application built for any x86-64 (no -march) still gets the vectorised blocks on a CPU with
+// An application built for any x86-64 (no -march) still gets the vectorised tiles on a CPU with
 // AVX-512: the same kernels are compiled a second time for it, and chosen once at run time.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__AVX512DQ__) && !defined(__CUDACC__)
 #define REWIND_EXACT_DISPATCH 1
@@ -289,11 +289,11 @@ namespace generic {
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw")
 #define REWIND_EXACT_AVX512_KERNEL 1  // the target pragma does not define __AVX512F__ and the like
 namespace avx512 {
-#include "exact_blocks.inc"
+#include "exact_tiles.inc"
 }  // namespace avx512
 #undef REWIND_EXACT_AVX512_KERNEL
 #pragma GCC pop_options
-/// Whether the blocks run their AVX-512 copy (the CPU has it; a test turns it off).
+/// Whether the tiles run their AVX-512 copy (the CPU has it; a test turns it off).
 inline bool exact_avx512 = [] {
   __builtin_cpu_init();  // this may run among the static initialisers, before libgcc's own
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
@@ -301,16 +301,16 @@ inline bool exact_avx512 = [] {
 }();
 #endif
 
-/// Runs block(begin, length) over `count` elements in blocks, on `threads` threads when the loop is
-/// large enough; returns the blocks' range flags or-ed.
-template <class Block>
-std::int64_t over_blocks(std::size_t count, int threads, const Block& block) {
-  const auto blocks = static_cast<std::ptrdiff_t>((count + exact_block - 1) / exact_block);
+/// Runs tile(begin, length) over `count` elements in tiles of exact_tile, on `threads` threads
+/// when the loop is large enough; returns the tiles' range flags or-ed.
+template <class Tile>
+std::int64_t over_tiles(std::size_t count, int threads, const Tile& tile) {
+  const auto tiles = static_cast<std::ptrdiff_t>((count + exact_tile - 1) / exact_tile);
   std::int64_t bad = 0;
 #pragma omp parallel for reduction(| : bad) num_threads(threads) if (count >= exact_parallel_from)
-  for (std::ptrdiff_t k = 0; k < blocks; ++k) {
-    const std::size_t begin = static_cast<std::size_t>(k) * exact_block;
-    bad |= block(begin, std::min(count - begin, exact_block));
+  for (std::ptrdiff_t k = 0; k < tiles; ++k) {
+    const std::size_t begin = static_cast<std::size_t>(k) * exact_tile;
+    bad |= tile(begin, std::min(count - begin, exact_tile));
   }
   return bad;
 }
@@ -322,11 +322,11 @@ std::int64_t over_blocks(std::size_t count, int threads, const Block& block) {
 template <class T>
 bool add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
   const std::int64_t sign = forward ? 1 : -1;
-  return !detail::over_blocks(count, threads, [&](std::size_t begin, std::size_t len) {
+  return !detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
 #ifdef REWIND_EXACT_DISPATCH
-    if (detail::exact_avx512) return detail::avx512::add_block(s + begin, g + begin, shadow + begin, len, fp, sign);
+    if (detail::exact_avx512) return detail::avx512::add_tile(s + begin, g + begin, shadow + begin, len, fp, sign);
 #endif
-    return detail::generic::add_block(s + begin, g + begin, shadow + begin, len, fp, sign);
+    return detail::generic::add_tile(s + begin, g + begin, shadow + begin, len, fp, sign);
   });
 }
 
@@ -349,15 +349,15 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
                              .inv_over = grows ? a.inv_small : a.inv_big};
   std::int64_t* head = l.heads() + first;
   const std::uint32_t* height = l.heights() + first;
-  const std::int64_t bad = detail::over_blocks(count, threads, [&](std::size_t begin, std::size_t len) {
-    std::uint8_t later[detail::exact_block];  // the element's ledger moves a word: done after, in scalar
+  const std::int64_t bad = detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
+    std::uint8_t later[detail::exact_tile];  // the element's ledger moves a word: done after, in scalar
     std::int64_t any_later = 0, bad = 0;
 #ifdef REWIND_EXACT_DISPATCH
     if (detail::exact_avx512)
-      bad = detail::avx512::scale_block(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
+      bad = detail::avx512::scale_tile(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
     else
 #endif
-      bad = detail::generic::scale_block(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
+      bad = detail::generic::scale_tile(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
     for (std::size_t i = 0; any_later && i < len; ++i) {
       if (!later[i]) continue;
       const std::size_t at = begin + i;
