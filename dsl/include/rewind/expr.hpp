@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "detail/text.hpp"
+#include "detail/type_set.hpp"
 #include "env.hpp"
 #include "fixed_string.hpp"
 #include "functions.hpp"
@@ -414,33 +415,6 @@ constexpr bool is_scalar(E) {
   else return hana::unpack(E::children(), [](auto... c) { return (is_scalar(c) && ... && true); });
 }
 
-namespace detail {
-// Membership, insertion and position in a tuple of hana types by pack expansion, not by
-// hana::contains, hana::append and hana::index_if (each of which instantiates an accessor per
-// element): blocks with dozens of maps build and query these tuples hundreds of times.
-template <class T, class... Types>
-constexpr bool contains_type(const hana::tuple<Types...>&) {
-  return (std::is_same_v<typename Types::type, T> || ... || false);
-}
-/// Append hana::type_c<T> to a tuple of types unless it is there already.
-template <class... Types, class T>
-constexpr auto insert_unique(const hana::tuple<Types...>& t, hana::basic_type<T>) {
-  if constexpr (contains_type<T>(hana::tuple<Types...>{})) return t;
-  else return hana::tuple<Types..., hana::type<T>>{};
-}
-/// Position of the type V in a tuple of hana types (its length when V is not there).
-template <class V, class... Types>
-constexpr std::size_t index_in(const hana::tuple<Types...>&) {
-  std::size_t i = 0;
-  bool found = false;
-  ((found = found || std::is_same_v<typename Types::type, V>, i += found ? 0 : 1), ...);
-  return i;
-}
-template <class Tuple, class... Ts>
-constexpr auto insert_all(Tuple t, hana::tuple<Ts...> xs) {
-  return hana::fold_left(xs, t, [](auto acc, auto x) { return insert_unique(acc, x); });
-}
-}  // namespace detail
 
 /// The state variables an expression reads, as hana types, in order of first appearance.
 template <expression E>
