@@ -4,8 +4,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <type_traits>
 
 #include "gpu.hpp"
 
