@@ -9,7 +9,9 @@
 // The executor contract (`map_executor`): for scalars T, buffers in the executor's memory,
 // column-major and contiguous, one sample per column:
 //   gemm(ta, tb, m, n, k, A, B, beta, C)    C = op(A) op(B) + beta C, with op(A) m x k, op(B)
-//                                           k x n, beta 0 or 1 (op transposes when t* is set)
+//                                           k x n, beta 0 or 1 (op transposes when t* is set;
+//                                           at most one of them: a GEMM kernel per pair costs
+//                                           compile time, and the layers need three)
 //   bias<Fn>(Y, b, rows, cols)              Y = Fn(Y + b) down every column (Fn = void: Y + b)
 //   activation<Fn>(X, Y, n)                 Y = Fn(X) elementwise
 //   bias_gradient(G, gb, rows, cols)        gb += the row sums of G

@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 #include <cstddef>
 
+#include <rewind/diagnostics.hpp>
 #include <rewind/engine/map_runner.hpp>
 
 #include "lower.hpp"
@@ -27,8 +28,8 @@ struct map_ops {
       if (beta == T(0)) C.noalias() = product;
       else C.noalias() += product;
     };
-    if (ta && tb) run(A.transpose() * B.transpose());
-    else if (ta) run(A.transpose() * B);
+    if (ta && tb) throw error("rewind: map_ops::gemm: op(A) and op(B) cannot both be transposed");
+    if (ta) run(A.transpose() * B);
     else if (tb) run(A * B.transpose());
     else run(A * B);
   }
