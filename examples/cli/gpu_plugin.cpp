@@ -2,7 +2,6 @@
 // beside the program, or from the file $REWIND_GPU_PLUGIN names. A CPU run never calls this
 // file's functions, so it never loads CUDA; a missing or broken plugin is an error that says why.
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>

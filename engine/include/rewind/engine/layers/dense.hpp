@@ -18,9 +18,9 @@ struct layer_rule<dense_layer<N>> {
   template <class T, class Exec>
   static T* backward(const Exec& e, const layer_backward<T>& l) {
     const auto& s = l.shape;
-    e.gemm(false, true, s.out, s.in, l.batch, l.g, l.x, T(1), l.grads);       // dW += g u^T
-    e.bias_gradient(l.g, l.grads + s.out * s.in, s.out, l.batch);             // db += sum over the batch of g
-    e.gemm(true, false, s.in, l.batch, s.out, l.params, l.g, T(0), l.dx);     // du = W^T g
+    e.gemm(false, true, s.out, s.in, l.batch, l.g, l.x, T(1), l.grads);    // dW += g u^T
+    e.bias_gradient(l.g, l.grads + s.out * s.in, s.out, l.batch);          // db += sum over the batch of g
+    e.gemm(true, false, s.in, l.batch, s.out, l.params, l.g, T(0), l.dx);  // du = W^T g
     return l.dx;
   }
 };
