@@ -20,6 +20,7 @@
 #include <rewind/engine.hpp>
 #include <rewind/map.hpp>
 #include <rewind/pointwise.hpp>
+#include <rewind/engine/parameter_file.hpp>
 
 namespace rwd {
 
@@ -253,6 +254,21 @@ struct parameter_layout {
   template <class M>
   std::size_t offset(std::size_t layer) const {
     return layer * per_layer + map_offset[index_of<M>()];
+  }
+
+  /// The header of a parameter file holding this arena: the shapes, and a fingerprint of the
+  /// block's printed updates and maps (a file is read back only into the same block and shapes).
+  parameter_file_header file_header() const {
+    parameter_file_header h;
+    h.width = width;
+    h.classes = classes;
+    h.depth = depth;
+    h.count = total;
+    std::string text;
+    hana::for_each(Block::updates(), [&](auto u) { text += u.text() + ";"; });
+    hana::for_each(Maps{}, [&](auto t) { text += typename decltype(t)::type{}.describe() + ";"; });
+    h.block_fingerprint = fnv1a(text.data(), text.size());
+    return h;
   }
 
   /// Glorot-uniform weights (each map's last dense layer scaled by output_scale) and zero

@@ -1,18 +1,14 @@
-// rewind cpu: the engine. A block stacked to a depth, parameters in one arena (gradients in a
-// twin), the loss head (linear width -> classes, softmax cross-entropy), and the gradient in two
-// modes:
-//   stored      standard backprop: keeps, per layer and update, the target's old value and the
-//               map buffers of the forward pass (the tape);
-//   reversible  keeps only the endpoint: per layer from the top, per update in reverse, the
-//               update is inverted (recomputing its maps, whose buffers then serve the adjoint
-//               too) and its derived adjoint is applied.
-// Nothing here knows momentum, leapfrog or coupling: every block goes through the updates,
-// inverses and adjoints the dsl derives. Per update: the maps' GEMMs (bias and activation fused
-// into their output), then one fused elementwise pass lowered from the update's expression type.
+// rewind cpu: a model on the CPU. A block stacked to a depth, parameters in one arena (gradients in
+// a twin), the loss head (linear width -> classes, softmax cross-entropy), and the gradient in
+// four modes: stored, reversible and checkpointed run the engine's algorithm
+// (rewind/engine/step.hpp) through the Eigen executor (executor.hpp: one fused vectorised pass
+// per update, inverse and adjoint step; the maps on Eigen's GEMM); exact runs the same algorithm
+// in fixed point with an information ledger (exact.hpp), the part that is the CPU's own.
 //
 // Threads (threads.hpp): the batch is split into chunks of options.grain samples; each thread
-// takes chunks and runs them through every layer, and the threads meet twice per layer of the
-// backward pass: when its chunks are done, and when their gradient slabs are added in chunk order.
+// takes chunks and runs them through every layer (a chunk is one of the engine's lanes), and the
+// threads meet twice per layer of the backward pass: when its chunks are done, and when their
+// gradient slabs are added in chunk order.
 //
 // Memory: every buffer of a step comes from the model's tracker and is taken before the threads
 // start: the state and cotangents, the tape, one workspace per thread (the largest any update or
@@ -40,8 +36,10 @@
 #include <rewind/pointwise.hpp>
 #include <rewind/rewind.hpp>
 
+#include <rewind/engine/audit.hpp>
 #include <rewind/engine/parameter_file.hpp>
 #include "exact.hpp"
+#include "executor.hpp"
 #include "lower.hpp"
 #include "maps.hpp"
 #include "memory.hpp"
@@ -65,40 +63,45 @@ class model {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
-  using Params = std::remove_const_t<decltype(Block::params())>;
-  using Maps = std::remove_const_t<decltype(Block::maps())>;
   static constexpr std::size_t ns = Block::state_size;
-  static constexpr std::size_t n_maps = decltype(hana::length(Maps{}))::value;
-  static constexpr std::size_t n_params = decltype(hana::length(Params{}))::value;
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-  using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
   using array = Eigen::Array<T, Eigen::Dynamic, 1>;
-  using cmap = Eigen::Map<const matrix>;
+  using engine_type = step_engine<T, Block, executor<T>>;
+  using lane = typename engine_type::lane_type;
+  template <class U>
+  using update_plan = typename engine_type::template plan<U>;
+  template <class U>
+  using update_frame = typename engine_type::template frame<U>;
 
  public:
   using scalar = T;
   using block_type = Block;
 
+  /// A model of a network (rwd::network: a stack of the block, its runtime scalars and a
+  /// policy, checked against the budget where the policy asks): the policy chooses the mode of
+  /// loss_and_gradient(batch, labels) (rwd::mode_of), policy::lossy sets options.lossy.
+  template <class Policy, std::size_t Depth>
+  model(const network_t<T, Policy, Block, Depth>& net, const options& o)
+      : model(Block{}, net.depth, policy_options<Policy>(o), net.bindings) {
+    mode_ = mode_of<Policy>();
+  }
+  /// A model of the block stacked `depth` times; loss_and_gradient(batch, labels) rewinds
+  /// (mode::reversible, checked against the budget unless options.lossy).
   model(Block, std::size_t depth, const options& o, const env& bindings = {})
-      : depth_(depth), o_(o), bindings_(bindings) {
+      : depth_(depth), o_(o), bindings_(bindings), arena_(o.width, depth, o.classes) {
     if (o.width == 0 || o.batch == 0 || o.classes == 0 || depth == 0)
       throw error("rewind: a model needs width, batch, classes and depth of at least 1");
     input_ = state_index_of<State>(o.input);
     output_ = state_index_of<State>(o.output);
     rwd::detail::check_runtime_coefficients<Block>(bindings);
-    const parameter_layout<Block> arena(o.width, depth, o.classes);
-    map_offset_ = arena.map_offset;
-    per_layer_ = arena.per_layer;
-    head_offset_ = arena.head;
     radix_.fill(fixed_point::of(o.exact_fraction_bits));
     for (const auto& [name, bits] : o.exact_fraction_bits_of) radix_[state_index_of<State>(name)] = fixed_point::of(bits);
     budget_ = rwd::budget<T>(Block{}, bindings);
     ledger_slot_ = compute_ledger_slots();  // skips updates whose alpha is data-dependent
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
-    params_.assign(arena.total, T(0));
+    params_.assign(arena_.total, T(0));
     grads_.assign(params_.size(), T(0));
-    std::size_t pi = 0;
-    hana::for_each(Params{}, [&](auto t) { scalars_[pi++] = static_cast<T>(scalar_value(typename decltype(t)::type{}, bindings)); });
+    scalars_ = engine_type::scalars(bindings);
     initialise(o.seed);
   }
 
@@ -115,7 +118,7 @@ class model {
   const memory_tracker& memory() const { return tracker_; }
   /// Position of the input variable in the block's state (the order of forward()'s result).
   std::size_t input_index() const { return input_; }
-  std::size_t parameters_per_layer() const { return per_layer_; }
+  std::size_t parameters_per_layer() const { return arena_.per_layer; }
   /// The block's rewind budget in T, with this model's runtime scalars.
   const budget_report& budget() const { return budget_; }
   /// Layers per segment of mode::checkpointed.
@@ -126,7 +129,7 @@ class model {
   /// Glorot-uniform weights (each map's last dense layer scaled by output_init_scale) and zero
   /// biases, from std::mt19937_64(seed) in arena order: the same on every machine and backend.
   void initialise(std::uint64_t seed) {
-    parameter_layout<Block>(o_.width, depth_, o_.classes).initialise(std::span<T>(params_), seed, o_.output_init_scale);
+    arena_.initialise(std::span<T>(params_), seed, o_.output_init_scale);
   }
 
   /// The state after the whole stack for an input batch (width x batch, column-major).
@@ -142,7 +145,8 @@ class model {
       std::copy(final_state[k].begin(), final_state[k].end(), st.s[k].data());
     }
     each_chunk(st, [&](lane& ln) {
-      for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, ln, false);
+      const engine_type eng = engine();
+      for (std::size_t l = depth_; l-- > 0;) eng.rewind_layer(l, ln, false);
     });
     return st.copy_out();
   }
@@ -156,8 +160,9 @@ class model {
     whole_batch whole(*this, st);
     lane& ln = whole.ln;
     std::vector<std::vector<T>> trace{st.flat()};
+    const engine_type eng = engine();
     for (std::size_t l = 0; l < depth_; ++l) {
-      forward_layer(l, ln, nullptr);
+      eng.forward_layer(l, ln, nullptr);
       trace.push_back(st.flat());
     }
     return trace;
@@ -166,31 +171,44 @@ class model {
   /// Rewinds from a whole final state; entry l is the reconstructed input of layer l (entry
   /// depth is the final state itself).
   std::vector<std::vector<T>> rewind_trace(const std::vector<T>& final_state) {
+    std::vector<std::vector<T>> trace(depth_ + 1);
+    trace[depth_] = final_state;
+    rewind_each(final_state, [&](std::size_t l, std::span<const T> state) { trace[l].assign(state.begin(), state.end()); });
+    return trace;
+  }
+  /// Rewinds from a whole final state (variables one after the other), calling visit(l, state)
+  /// with the reconstructed input of each layer l from the top.
+  template <class Visit>
+  void rewind_each(const std::vector<T>& final_state, const Visit& visit) {
     states st(*this);
     if (final_state.size() != ns * o_.width * o_.batch) throw error("rewind: rewind_trace() takes a whole state");
     check_parameters();
     for (std::size_t k = 0; k < ns; ++k)
       std::copy_n(final_state.data() + k * o_.width * o_.batch, o_.width * o_.batch, st.s[k].data());
     whole_batch whole(*this, st);
-    lane& ln = whole.ln;
-    std::vector<std::vector<T>> trace(depth_ + 1);
-    trace[depth_] = final_state;
+    const engine_type eng = engine();
     for (std::size_t l = depth_; l-- > 0;) {
-      rewind_layer(l, ln, false);
-      trace[l] = st.flat();
+      eng.rewind_layer(l, whole.ln, false);
+      visit(l, std::span<const T>(st.flat()));
     }
-    return trace;
   }
 
   /// The predicted class of every sample of a batch (the head's largest logit).
   std::vector<int> predict(std::span<const T> batch) {
-    const states st = run_forward(batch);
+    states st = run_forward(batch);
     matrix Z(o_.classes, o_.batch);
-    logits(st.s[output_].data(), o_.batch, Z.data());
+    engine().logits(lane_of(st, 0, o_.batch, nullptr, nullptr), Z.data());
     std::vector<int> classes(o_.batch);
     for (std::size_t j = 0; j < o_.batch; ++j) Z.col(static_cast<Eigen::Index>(j)).maxCoeff(&classes[j]);
     return classes;
   }
+
+  /// One step in the mode of the model's policy (see the constructors).
+  T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, const gradient_listener& ready = {}) {
+    return loss_and_gradient(batch, labels, mode_, ready);
+  }
+  /// The mode loss_and_gradient(batch, labels) runs in.
+  mode policy_mode() const { return mode_; }
 
   /// Mean softmax cross-entropy of the batch; fills gradients() and input_gradient(), telling
   /// `ready` (when given) as each part of the gradients becomes final.
@@ -204,35 +222,12 @@ class model {
                                                     "use mode::checkpointed, or options.lossy");
     states st(*this);
     st.load(batch, input_);
-    // stored: per layer and update, per chunk, the target's old value and the call buffers;
-    // checkpointed: the whole state at layers k, 2k, ... below the top
-    const std::size_t wb = o_.width * o_.batch, per_layer_tape = tape_per_sample();
-    buffer<T> tape(tracker_, m == mode::stored ? depth_ * per_layer_tape * o_.batch
-                             : m == mode::checkpointed ? (depth_ - 1) / segment_ * ns * wb
-                                                       : 0);
-    const auto checkpoint = [&](std::size_t l, const lane& ln) {  // the state at layer l, this chunk's columns
-      return tape.data() + (l / segment_ - 1) * ns * wb + ln.first * o_.width;
-    };
-    const auto forward_chunk = [&](lane& ln) {
-      T* cursor = tape.data() + depth_ * per_layer_tape * ln.first;
-      for (std::size_t l = 0; l < depth_; ++l) {
-        if (m == mode::checkpointed && l > 0 && l % segment_ == 0) {
-          T* at = checkpoint(l, ln);
-          for (std::size_t k = 0; k < ns; ++k) std::copy_n(ln.s[k].data(), o_.width * ln.count, at + k * wb);
-        }
-        forward_layer(l, ln, m == mode::stored ? &cursor : nullptr);
-      }
-    };
-    const auto backward_chunk = [&](std::size_t l, lane& ln) {
-      if (m == mode::stored) return backward_layer_stored(l, ln, tape.data() + per_layer_tape * (depth_ * ln.first + (l + 1) * ln.count));
-      if (m == mode::checkpointed && l + 1 < depth_ && (l + 1) % segment_ == 0) {  // a segment's top: the stored
-        const T* at = checkpoint(l + 1, ln);  // state replaces the rewound one, so errors never accumulate over segments
-        for (std::size_t k = 0; k < ns; ++k) std::copy_n(at + k * wb, o_.width * ln.count, ln.s[k].data());
-      }
-      rewind_layer(l, ln, true);
-    };
+    const engine_type eng = engine();
+    buffer<T> tape(tracker_, engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_));
+    const auto forward_chunk = [&](lane& ln) { eng.forward(ln, m, tape.data()); };
+    const auto backward_chunk = [&](std::size_t l, lane& ln) { eng.backward(l, ln, m, tape.data()); };
     const T loss = run_step(st, labels, m, ready, forward_chunk, [] {}, backward_chunk);
-    input_grad_.assign(st.b[input_].data(), st.b[input_].data() + wb);
+    input_grad_.assign(st.b[input_].data(), st.b[input_].data() + o_.width * o_.batch);
     return loss;
   }
 
@@ -252,8 +247,7 @@ class model {
     memory_plan p;
     p.state_bytes = 2 * ns * wb * bytes;
     p.workspace_bytes = (static_cast<std::size_t>(team_size()) * work_per_sample(m) * chunk_columns() + chunks() * slab_size()) * bytes;
-    if (m == mode::stored) p.tape_bytes = depth_ * tape_per_sample() * o_.batch * bytes;
-    if (m == mode::checkpointed) p.tape_bytes = (depth_ - 1) / segment_ * ns * wb * bytes;
+    p.tape_bytes = engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_) * bytes;
     if (m == mode::exact) {  // the fixed-point state, and a head per element and a plane of 16-bit
       p.state_bytes += ns * wb * sizeof(std::int64_t);  // stack words per word the ledger may hold
       const std::size_t planes = exact_ledger_words(exact_ledger_bits(Block{}, bindings_), depth_);
@@ -271,53 +265,21 @@ class model {
   void reset_optimizer() { optimizer_ = {}; }
 
   /// Writes the parameters to `path` atomically (header, values, checksum).
-  void save(const std::string& path) const { write_parameter_file<T>(path, header(), params_); }
+  void save(const std::string& path) const { write_parameter_file<T>(path, arena_.file_header(), params_); }
   /// Reads parameters written by save() for the same block and shapes; on any error the model is
   /// unchanged and the message names the cause.
   void load(const std::string& path) {
-    auto values = read_parameter_file<T>(path, header());
+    auto values = read_parameter_file<T>(path, arena_.file_header());
     for (T v : values)
       if (!std::isfinite(v)) throw error("rewind: " + path + ": holds a non-finite parameter");
     params_ = std::move(values);
   }
 
-  /// Runs stored backprop and mode m (reversible by default) on the same weights and batch, and
-  /// measures the rewind's reconstruction error per layer: the audit that shows the budget's
-  /// cliff instead of hiding it.
+  /// Runs stored backprop and mode m (reversible by default) on the same weights and batch,
+  /// compares their gradients, and measures the rewind's reconstruction error per layer
+  /// (rewind/engine/audit.hpp).
   audit_report audit(std::span<const T> batch, std::span<const int> labels, mode m = mode::reversible) {
-    audit_report r;
-    r.loss = loss_and_gradient(batch, labels, mode::stored);
-    const std::vector<T> stored(grads_.begin(), grads_.end()), stored_input(input_grad_);
-    loss_and_gradient(batch, labels, m);
-    r.gradients.push_back(agreement<T>("parameters", stored, grads_));
-    r.gradients.push_back(agreement<T>("input " + variable_name(input_), stored_input, input_grad_));
-    r.cosine = 1, r.max_rel_error = 0;
-    for (const auto& g : r.gradients) {  // the worst of them; NaN (not finite) wins
-      r.cosine = std::isnan(g.cosine) || std::isnan(r.cosine) ? std::numeric_limits<double>::quiet_NaN() : std::min(r.cosine, g.cosine);
-      r.max_rel_error = std::max(r.max_rel_error, g.max_rel_error);
-    }
-    // reconstruction: keep every layer's input on the way up, compare on the way down
-    states st(*this);
-    st.load(batch, input_);
-    whole_batch whole(*this, st);
-    lane& ln = whole.ln;
-    std::vector<std::vector<T>> inputs;
-    for (std::size_t l = 0; l < depth_; ++l) {
-      inputs.push_back(st.flat());
-      forward_layer(l, ln, nullptr);
-    }
-    r.layer_error.assign(depth_, 0);
-    for (std::size_t l = depth_; l-- > 0;) {
-      rewind_layer(l, ln, false);
-      const auto now = st.flat();
-      double num = 0, den = 0;
-      for (std::size_t i = 0; i < now.size(); ++i) {
-        num += std::pow(double(now[i]) - double(inputs[l][i]), 2);
-        den += std::pow(double(inputs[l][i]), 2);
-      }
-      r.layer_error[l] = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-    }
-    return r;
+    return rwd::audit(*this, batch, labels, m);
   }
 
  private:
@@ -346,20 +308,9 @@ class model {
   };
 
   // --- chunks of the batch -----------------------------------------------------------------------
-  struct column {
-    T* p = nullptr;
-    T* data() const { return p; }
-  };
-  /// Samples [first, first + count) of the batch: their columns of the state and cotangents (each
-  /// variable is width x batch, column-major, so a chunk's columns are contiguous), the workspace
-  /// of the thread running the chunk, and the chunk's gradient slab (one layer's parameters, laid
-  /// out as in the arena, or the head's).
-  struct lane {
-    std::array<column, ns> s, b;
-    std::size_t first = 0, count = 0;
-    T* work = nullptr;
-    T* grads = nullptr;
-  };
+  /// Samples [first, first + count) of the batch (rwd::lane), with the workspace of the thread
+  /// running the chunk and the chunk's gradient slab (one layer's parameters, laid out as in the
+  /// arena, or the head's).
   lane lane_of(states& st, std::size_t first, std::size_t count, T* work, T* grads) const {
     lane ln;
     for (std::size_t k = 0; k < ns; ++k) {
@@ -387,25 +338,8 @@ class model {
   std::size_t chunk_columns() const { return o_.grain == 0 ? o_.batch : std::min(o_.grain, o_.batch); }
   std::size_t chunks() const { return (o_.batch + chunk_columns() - 1) / chunk_columns(); }
   int team_size() const { return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads())), chunks())); }
-  std::size_t slab_size() const { return std::max(per_layer_, o_.classes * o_.width + o_.classes); }
-  /// Tape per sample of one layer: each update's target and call buffers.
-  std::size_t tape_per_sample() const {
-    std::size_t n = 0;
-    hana::for_each(Block::updates(), [&](auto u) { n += o_.width + update_plan<decltype(u)>::calls_size(o_.width); });
-    return n;
-  }
-  /// A thread's workspace per sample in mode m: the largest of the head's logits and any update's
-  /// buffers (see plan()).
-  std::size_t work_per_sample(mode m) const {
-    std::size_t n = o_.classes;
-    hana::for_each(Block::updates(), [&](auto u) {
-      using U = decltype(u);
-      using P = update_plan<U>;
-      const std::size_t calls = m == mode::stored ? 0 : P::calls_size(o_.width), g = m == mode::exact && g_needs_buffer<U>() ? o_.width : 0;
-      n = std::max(n, calls + P::steps_size(o_.width) + g);
-    });
-    return n;
-  }
+  std::size_t slab_size() const { return std::max(arena_.per_layer, o_.classes * o_.width + o_.classes); }
+  std::size_t work_per_sample(mode m) const { return engine_type::work_per_sample(m, o_.width, o_.classes); }
 
   /// Runs fn(lane&) on every chunk of the batch, on the team's threads (nothing to add up).
   template <class F>
@@ -436,7 +370,8 @@ class model {
     buffer<T> work(tracker_, static_cast<std::size_t>(most) * per_thread), slabs(tracker_, nc * slab);
     const detail::one_gemm_thread alone(team < most);
     const auto start = std::chrono::steady_clock::now();
-    std::vector<double> losses(nc, 0.0);
+    std::vector<double> losses(o_.batch, 0.0);  // per sample, added in sample order
+    const engine_type eng = engine();
     detail::first_error failed(nc);
     double loss = 0;
     detail::team_barrier barrier;
@@ -476,7 +411,7 @@ class model {
       if (t == 0) failed.guard(1, 0, after_forward);  // before the head's sweep ends: it reads no ledger
       sweep(2, [&](lane& ln) {
         std::fill_n(ln.grads, slab, T(0));
-        losses[ln.first / cols] = head(ln, labels);
+        eng.head(ln, labels.data(), losses.data());
       });
       const double sum = std::accumulate(losses.begin(), losses.end(), 0.0);  // every thread alike
       if (t == 0) {
@@ -485,16 +420,16 @@ class model {
           if (!std::isfinite(sum)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
         });
       }
-      sum_slabs(std::isfinite(sum) && failed.ok(4), head_offset_, o_.classes * o_.width + o_.classes);
-      tell(5, head_offset_);
+      sum_slabs(std::isfinite(sum) && failed.ok(4), arena_.head, o_.classes * o_.width + o_.classes);
+      tell(5, arena_.head);
       for (std::size_t l = depth_; l-- > 0;) {
         const std::size_t phase = 6 + 3 * (depth_ - 1 - l);
         sweep(phase, [&](lane& ln) {
-          std::fill_n(ln.grads, per_layer_, T(0));
+          std::fill_n(ln.grads, arena_.per_layer, T(0));
           backward_chunk(l, ln);
         });
-        sum_slabs(failed.ok(phase + 1), l * per_layer_, per_layer_);
-        tell(phase + 2, l * per_layer_);
+        sum_slabs(failed.ok(phase + 1), l * arena_.per_layer, arena_.per_layer);
+        tell(phase + 2, l * arena_.per_layer);
       }
     }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -504,175 +439,15 @@ class model {
     return static_cast<T>(loss / static_cast<double>(o_.batch));
   }
 
-  template <class U>
-  using update_plan = rwd::update_plan<State, Params, U>;
-  template <class U>
-  using update_frame = rwd::update_frame<T, State, Params, U>;
-
-  template <class M>
-  static constexpr std::size_t index_of_map() {
-    return rwd::detail::index_in<M>(Maps{});
+  /// The algorithm of a step (rewind/engine/step.hpp) over this model's parameters, on the CPU.
+  engine_type engine() const {
+    return engine_type({o_.width, o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
+                       executor<T>{&bindings_});
   }
 
   void check_parameters() const {
     for (std::size_t i = 0; i < params_.size(); ++i)
       if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
-  }
-
-  template <class M>
-  const T* map_params(std::size_t layer) const {
-    return params_.data() + layer * per_layer_ + map_offset_[index_of_map<M>()];
-  }
-
-  /// Evaluates the update's map calls (innermost first) from the current state, for nb samples.
-  template <class U>
-  void compute_calls(std::size_t layer, update_frame<U>& uf, std::size_t nb) const {
-    using Layout = typename update_frame<U>::Layout;
-    const auto n = static_cast<Eigen::Index>(o_.width * nb);
-    std::size_t c = 0;
-    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
-      using C = typename decltype(t)::type;
-      using M = typename C::map_type;
-      if constexpr (state_variable<typename C::argument>) {
-        uf.call_in[c] = uf.f.state[Layout::template state_index<typename C::argument>];
-      } else {
-        Eigen::Map<array>(uf.call_input[c], n) = lower<Layout, typename C::argument, T>(uf.f, n);
-        uf.call_in[c] = uf.call_input[c];
-      }
-      const map_runner<M, T> run{o_.width, nb};
-      uf.f.calls[c] = run.forward(map_params<M>(layer), uf.call_in[c], uf.call_stages[c]);
-      uf.call_out[c] = const_cast<T*>(uf.f.calls[c]);  // inside call_stages, which we own
-      ++c;
-    });
-  }
-
-  /// Layer l forward on a chunk. With a tape cursor, each update first writes its target's old
-  /// value and its call buffers there (and moves the cursor past them).
-  void forward_layer(std::size_t l, lane& ln, T** tape) {
-    const std::size_t nb = ln.count;
-    const auto n = static_cast<Eigen::Index>(o_.width * nb);
-    hana::for_each(Block::updates(), [&](auto u) {
-      using U = decltype(u);
-      using P = update_plan<U>;
-      using Layout = typename P::Layout;
-      update_frame<U> uf;
-      uf.bind(ln, scalars_);
-      T* target = ln.s[Layout::template state_index<typename U::target>].data();
-      T* base = ln.work;
-      if (tape) {
-        base = *tape;
-        std::copy_n(target, n, base);
-        base += n;
-        *tape = base + P::calls_size(o_.width) * nb;
-      }
-      uf.place_calls(base, o_.width, nb);
-      compute_calls(l, uf, nb);
-      assign<U, typename U::rhs>(uf, target, l, n);  // s <- alpha*s + g
-    });
-  }
-
-  /// Per update from the last: s <- (s - g) / alpha; then, when asked, the update's adjoint,
-  /// which reuses the map buffers just recomputed for the inversion.
-  void rewind_layer(std::size_t l, lane& ln, bool with_adjoint) {
-    const std::size_t nb = ln.count;
-    hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
-      using U = decltype(u);
-      update_frame<U> uf;
-      uf.bind(ln, scalars_);
-      T* steps = uf.place_calls(ln.work, o_.width, nb);
-      compute_calls(l, uf, nb);  // g does not read the target: these are the forward's calls
-      invert_update<U>(l, uf, ln);
-      if (with_adjoint) {
-        uf.place_steps(steps, o_.width, nb);
-        apply_adjoint<U>(l, uf, ln);
-      }
-    });
-  }
-
-  template <class U>
-  void invert_update(std::size_t l, update_frame<U>& uf, lane& ln) const {
-    using Layout = typename update_frame<U>::Layout;
-    T* target = ln.s[Layout::template state_index<typename U::target>].data();
-    assign<U, typename decltype(invert(U{}))::rhs>(uf, target, l, static_cast<Eigen::Index>(o_.width * ln.count));
-  }
-
-  /// target <- Rhs over n elements: update U's right-hand side or its inverse's. Each element reads
-  /// only itself, so the target may be one of Rhs's operands. For an alpha that reads the data,
-  /// in chunks that stay in the cache, alpha is evaluated per element first and counted where it
-  /// is zero, denormal, not finite or outside its range (alpha_bounds); any such element is an
-  /// error naming the update and the layer (the state is then void, as the step that throws).
-  template <class U, class Rhs>
-  void assign(update_frame<U>& uf, T* target, std::size_t layer, Eigen::Index n) const {
-    using Layout = typename update_frame<U>::Layout;
-    Eigen::Map<array> s(target, n);
-    if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
-      s = lower<Layout, Rhs, T>(uf.f, n);
-    } else {
-      const auto alpha = lower<Layout, typename U::alpha, T>(uf.f, n);
-      const auto rhs = lower<Layout, Rhs, T>(uf.f, n);
-      const alpha_bounds<T> bounds = alpha_bounds_of<T, U>(bindings_);
-      constexpr Eigen::Index chunk = 512;
-      Eigen::Array<T, chunk, 1> a;
-      Eigen::Index bad = 0;
-      for (Eigen::Index i = 0; i < n; i += chunk) {
-        const Eigen::Index len = std::min(chunk, n - i);
-        auto ai = a.head(len);
-        ai = alpha.segment(i, len);
-        bad += len - (ai.abs() >= std::numeric_limits<T>::min() && ai.abs() <= std::numeric_limits<T>::max() && ai >= bounds.lo &&
-                      ai <= bounds.hi)
-                         .count();
-        s.segment(i, len) = rhs.segment(i, len);
-      }
-      if (bad > 0) [[unlikely]]
-        throw error(rwd::e002_elements(U::text(), to_string(range_of(typename U::alpha{}, bindings_)), layer, static_cast<std::size_t>(bad),
-                                       static_cast<std::size_t>(n)));
-    }
-  }
-
-  /// The update's derived adjoint on a chunk; its parameter gradients accumulate in the chunk's
-  /// slab.
-  template <class U>
-  void apply_adjoint(std::size_t l, update_frame<U>& uf, lane& ln) {
-    using Layout = typename update_frame<U>::Layout;
-    const std::size_t nb = ln.count;
-    const auto n = static_cast<Eigen::Index>(o_.width * nb);
-    hana::for_each(adjoint(U{}).steps(), [&](auto step) {
-      using S = decltype(step);
-      if constexpr (rwd::detail::is_map_step<S>) {
-        using C = typename S::call_type;
-        using M = typename C::map_type;
-        constexpr std::size_t c = Layout::template call_index<C>;
-        constexpr std::size_t j = Layout::template vjp_index<map_vjp<C, typename S::cotangent>>;
-        Eigen::Map<array>(uf.cot[j], n) = lower<Layout, typename S::cotangent, T>(uf.f, n);
-        map_runner<M, T>{o_.width, nb}.backward(map_params<M>(l), ln.grads + map_offset_[index_of_map<M>()], uf.call_in[c],
-                                                uf.call_stages[c], uf.cot[j], uf.scratch[j], uf.vjp[j]);
-        uf.f.vjps[j] = uf.vjp[j];
-      } else {
-        T* bar = ln.b[Layout::template state_index<typename S::variable>].data();
-        if constexpr (rwd::detail::is_accumulate_step<S>)
-          Eigen::Map<array>(bar, n) += lower<Layout, typename S::value, T>(uf.f, n);
-        else  // reads only its own element of the old cotangent: safe in place
-          Eigen::Map<array>(bar, n) = lower<Layout, typename S::value, T>(uf.f, n);
-      }
-    });
-  }
-
-  /// Layer l backward on a chunk from its tape, whose entries for this layer end at `end`.
-  void backward_layer_stored(std::size_t l, lane& ln, T* end) {
-    const std::size_t nb = ln.count, n = o_.width * nb;
-    hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
-      using U = decltype(u);
-      using P = update_plan<U>;
-      using Layout = typename P::Layout;
-      T* entry = end -= (o_.width + P::calls_size(o_.width)) * nb;
-      update_frame<U> uf;
-      uf.bind(ln, scalars_);
-      std::copy_n(entry, n, ln.s[Layout::template state_index<typename U::target>].data());  // restore
-      uf.place_calls(entry + n, o_.width, nb);
-      uf.relink_calls(o_.width, nb);
-      uf.place_steps(ln.work, o_.width, nb);
-      apply_adjoint<U>(l, uf, ln);
-    });
   }
 
   // --- exact mode --------------------------------------------------------------------------------
@@ -756,12 +531,6 @@ class model {
   }
   T from_fixed(std::int64_t v, std::size_t k) const { return radix_[k].template value<T>(v); }
 
-  /// Does the exact update need a buffer for g, or is g already one (a variable, a map call)?
-  template <class U>
-  static constexpr bool g_needs_buffer() {
-    return !state_variable<typename U::g> && !rwd::detail::is_call<typename U::g>;
-  }
-
   /// One update of a chunk in fixed point, forward (s <- alpha*s + round(g)) or rewound, and
   /// then, when asked, its adjoint.
   template <class U>
@@ -772,9 +541,10 @@ class model {
     const auto n = static_cast<Eigen::Index>(count);
     update_frame<U> uf;
     uf.bind(ln, scalars_);
-    constexpr bool own_g = g_needs_buffer<U>();
+    constexpr bool own_g = engine_type::template g_needs_buffer<U>();
     T* steps = uf.place_calls(ln.work, o_.width, nb);
-    compute_calls(l, uf, nb);  // from the shadow of the state; g does not read the target
+    const engine_type eng = engine();
+    eng.template compute_calls<U>(l, uf, nb);  // from the shadow of the state; g does not read the target
     const T* g = nullptr;  // g itself where it is already a buffer: a map call's output, or a variable
     if constexpr (own_g) {
       g = steps;
@@ -798,7 +568,7 @@ class model {
     }
     if (with_adjoint) {
       uf.place_steps(steps, o_.width, nb);
-      apply_adjoint<U>(l, uf, ln);
+      eng.apply_adjoint(l, uf, ln);
     }
   }
 
@@ -833,19 +603,6 @@ class model {
     return loss;
   }
 
-  parameter_file_header header() const {
-    parameter_file_header h;
-    h.width = o_.width;
-    h.classes = o_.classes;
-    h.depth = depth_;
-    h.count = params_.size();
-    std::string text;
-    hana::for_each(Block::updates(), [&](auto u) { text += u.text() + ";"; });
-    hana::for_each(Maps{}, [&](auto t) { text += typename decltype(t)::type{}.describe() + ";"; });
-    h.block_fingerprint = fnv1a(text.data(), text.size());
-    return h;
-  }
-
   /// The whole stack forward from an input batch, nothing kept.
   states run_forward(std::span<const T> batch) {
     rwd::check_batch(batch, o_.width, o_.batch);
@@ -853,58 +610,24 @@ class model {
     states st(*this);
     st.load(batch, input_);
     each_chunk(st, [&](lane& ln) {
-      for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, ln, nullptr);
+      const engine_type eng = engine();
+      for (std::size_t l = 0; l < depth_; ++l) eng.forward_layer(l, ln, nullptr);
     });
     return st;
   }
 
-  /// z = Wh * out + bh for nb samples of the output variable (width x nb), classes x nb, into z.
-  void logits(const T* out, std::size_t nb, T* z) const {
-    const std::size_t C = o_.classes, W = o_.width;
-    cmap Wh(&params_[head_offset_], C, W), X(out, W, nb);
-    Eigen::Map<const vector> bh(&params_[head_offset_ + C * W], C);
-    Eigen::Map<matrix> Z(z, C, nb);
-    Z.noalias() = Wh * X;
-    Z.colwise() += bh;
-  }
-
-  /// Linear head and softmax cross-entropy of a chunk: seeds its output variable's cotangent,
-  /// accumulates the head's gradient in its slab, returns the chunk's summed loss.
-  double head(lane& ln, std::span<const int> labels) {
-    const std::size_t C = o_.classes, B = o_.batch, W = o_.width, nb = ln.count;
-    cmap Wh(&params_[head_offset_], C, W), out(ln.s[output_].data(), W, nb);
-    logits(ln.s[output_].data(), nb, ln.work);
-    Eigen::Map<matrix> Z(ln.work, C, nb);
-    double loss = 0;
-    for (std::size_t j = 0; j < nb; ++j) {  // softmax, then dloss/dz = (p - onehot) / B
-      auto z = Z.col(j);
-      const int label = labels[ln.first + j];
-      const T top = z.maxCoeff();
-      z = (z.array() - top).exp();
-      z /= z.sum();
-      loss -= std::log(std::max(static_cast<double>(z(label)), 1e-300));
-      z(label) -= T(1);
-      z /= static_cast<T>(B);
-    }
-    Eigen::Map<matrix> gW(ln.grads, C, W);
-    Eigen::Map<vector> gb(ln.grads + C * W, C);
-    gW.noalias() += Z * out.transpose();
-    gb += Z.rowwise().sum();
-    Eigen::Map<matrix>(ln.b[output_].data(), W, nb).noalias() = Wh.transpose() * Z;
-    return loss;
-  }
-
   std::size_t depth_;
+  mode mode_ = mode::reversible;
   options o_;
   env bindings_;
   std::size_t input_ = 0, output_ = 0;
-  std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset_{};
-  std::size_t per_layer_ = 0, head_offset_ = 0, segment_ = 1;
+  parameter_layout<Block> arena_;
+  std::size_t segment_ = 1;
   std::array<fixed_point, ns> radix_{};  // mode::exact: each state variable's fixed point
   budget_report budget_;
   std::array<std::size_t, ns> ledger_slot_{};
   std::vector<T> params_, grads_, input_grad_;
-  std::array<T, n_params == 0 ? 1 : n_params> scalars_{};
+  typename engine_type::scalars_type scalars_{};
   memory_tracker tracker_;
   optimizer_state<T> optimizer_;
   exact_report exact_;

@@ -1,12 +1,7 @@
-// rewind cuda: the engine on the GPU, with the CPU engine's API, buffer layout and memory plan
-// (rwd::update_plan, rwd::step_plan), so that the two agree on every number they share:
-//   stored        standard backprop: the tape of every layer on the device
-//   reversible    the endpoint only; per layer from the top, each update inverted (its maps
-//                 recomputed, their buffers serving the adjoint too) and its adjoint applied
-//   checkpointed  the state every k layers (k <= L*/2), rewound inside each segment
-// Per update: the maps' GEMMs through cuBLAS (bias and activation fused into one pass over their
-// output), then one fused elementwise kernel instantiated from the update's expression type; the
-// inverse and every adjoint step likewise. Nothing here knows momentum, leapfrog or coupling.
+// rewind cuda: a model on the GPU, with the CPU model's API, parameter layout and buffer layout.
+// The step's algorithm is the engine's (rewind/engine/step.hpp: stored, reversible and
+// checkpointed), run on the whole batch as one lane through the CUDA executor (executor.cuh):
+// the maps' GEMMs through cuBLAS, every update, inverse and adjoint step one fused kernel.
 //
 // Parameters, gradients and the optimizer's state live in one device arena each; activations and
 // workspaces come from a tracking allocator over cudaMalloc, so the peak device bytes of a step
@@ -30,12 +25,17 @@
 #include <rewind/optim.hpp>
 #include <rewind/rewind.hpp>
 
+#include <rewind/engine/audit.hpp>
+#include <rewind/engine/parameter_file.hpp>
+#include <rewind/engine/step.hpp>
+
+#include "executor.cuh"
 #include "kernels.cuh"
-#include "maps.cuh"
 #include "runtime.cuh"
 
 namespace rwd::cuda {
 
+using rwd::audit_report;
 using rwd::memory_plan;
 using rwd::mode;
 using rwd::options;
@@ -45,20 +45,26 @@ class model {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cuda models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cuda::model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
-  using Params = std::remove_const_t<decltype(Block::params())>;
-  using Maps = std::remove_const_t<decltype(Block::maps())>;
   static constexpr std::size_t ns = Block::state_size;
-  static constexpr std::size_t n_params = decltype(hana::length(Params{}))::value;
   static constexpr bool has_data_alpha = has_data_dependent_coefficient<Block>();
-  template <class U>
-  using update_plan = rwd::update_plan<State, Params, U>;
-  template <class U>
-  using update_frame = rwd::update_frame<T, State, Params, U>;
+  using engine_type = step_engine<T, Block, executor<T>>;
+  using lane = typename engine_type::lane_type;
 
  public:
   using scalar = T;
   using block_type = Block;
 
+  /// A model of a network (rwd::network: a stack of the block, its runtime scalars and a
+  /// policy, checked against the budget where the policy asks): the policy chooses the mode of
+  /// loss_and_gradient(batch, labels) (rwd::mode_of), policy::lossy sets options.lossy.
+  template <class Policy, std::size_t Depth>
+  model(const network_t<T, Policy, Block, Depth>& net, const options& o)
+      : model(Block{}, net.depth, policy_options<Policy>(o), net.bindings) {
+    mode_ = mode_of<Policy>();
+    if (mode_ == mode::exact) throw error("rewind: policy::exact runs on the CPU backend (its GPU half is not built yet)");
+  }
+  /// A model of the block stacked `depth` times; loss_and_gradient(batch, labels) rewinds
+  /// (mode::reversible, checked against the budget unless options.lossy).
   model(Block, std::size_t depth, const options& o, const env& bindings = {})
       : depth_(depth), o_(o), bindings_(bindings), arena_(o.width, depth, o.classes) {
     if (o.width == 0 || o.batch == 0 || o.classes == 0 || depth == 0)
@@ -68,8 +74,7 @@ class model {
     rwd::detail::check_runtime_coefficients<Block>(bindings);
     budget_ = rwd::budget<T>(Block{}, bindings);
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
-    std::size_t pi = 0;
-    hana::for_each(Params{}, [&](auto t) { scalars_[pi++] = static_cast<T>(scalar_value(typename decltype(t)::type{}, bindings)); });
+    scalars_ = engine_type::scalars(bindings);
     params_ = device_buffer<T>(fixed_, arena_.total);
     grads_ = device_buffer<T>(fixed_, arena_.total);
     labels_ = device_buffer<int>(fixed_, o.batch);
@@ -116,6 +121,13 @@ class model {
   const device_tracker& arena_memory() const { return fixed_; }
   const context& device() const { return ctx_; }
 
+  /// One step in the mode of the model's policy (see the constructors).
+  T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, const gradient_listener& ready = {}) {
+    return loss_and_gradient(batch, labels, mode_, ready);
+  }
+  /// The mode loss_and_gradient(batch, labels) runs in.
+  mode policy_mode() const { return mode_; }
+
   /// Mean softmax cross-entropy of the batch (host memory, width x batch, column-major); fills
   /// gradients() and input_gradient(), telling `ready` as each part of the gradients becomes
   /// final on the model's stream (the head first, then every layer from the top).
@@ -133,23 +145,17 @@ class model {
     upload(labels_.data(), labels.data(), labels.size(), s);
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), s);
-    std::vector<device_buffer<T>> tape;
-    if (m == mode::stored) tape.reserve(depth_ * Block::size);
-    for (std::size_t l = 0; l < depth_; ++l) {
-      if (m == mode::checkpointed && l > 0 && l % segment_ == 0) tape.push_back(st.save(*this));
-      forward_layer(l, st, m == mode::stored ? &tape : nullptr);
-    }
-    head(st);
+    const engine_type eng = engine();
+    device_buffer<T> tape(tracker_, engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_));
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(m, o_.width, o_.classes) * o_.batch);
+    lane ln = st.whole(work.data());
+    eng.forward(ln, m, tape.data());
+    ln.grads = grads_.data() + arena_.head;
+    eng.head(ln, labels_.data(), losses_.data());
     if (ready) ready(arena_.head);
     for (std::size_t l = depth_; l-- > 0;) {
-      if (m == mode::stored) backward_layer_stored(l, st, tape);
-      else {
-        if (m == mode::checkpointed && l + 1 < depth_ && (l + 1) % segment_ == 0) {
-          st.restore(tape.back(), *this);
-          tape.pop_back();
-        }
-        rewind_layer(l, st, true);
-      }
+      ln.grads = grads_.data() + l * arena_.per_layer;
+      eng.backward(l, ln, m, tape.data());
       if (ready) ready(l * arena_.per_layer);
     }
     input_grad_.resize(o_.width * o_.batch);
@@ -176,16 +182,74 @@ class model {
     states st(*this);
     for (std::size_t k = 0; k < ns; ++k) upload(st.s[k].data(), final_state[k].data(), final_state[k].size(), ctx_.stream());
     queue_alpha_check();
-    for (std::size_t l = depth_; l-- > 0;) rewind_layer(l, st, false);
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
+    lane ln = st.whole(work.data());
+    const engine_type eng = engine();
+    for (std::size_t l = depth_; l-- > 0;) eng.rewind_layer(l, ln, false);
     check_alphas();
     return st.copy_out(*this);
+  }
+
+  /// The whole state (variables one after the other) at the input and after every layer.
+  std::vector<std::vector<T>> forward_trace(std::span<const T> batch) {
+    rwd::check_batch(batch, o_.width, o_.batch);
+    queue_parameter_check();
+    check_parameters();
+    states st(*this);
+    upload(st.s[input_].data(), batch.data(), batch.size(), ctx_.stream());
+    queue_alpha_check();
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
+    lane ln = st.whole(work.data());
+    const engine_type eng = engine();
+    std::vector<std::vector<T>> trace{st.flat(*this)};
+    for (std::size_t l = 0; l < depth_; ++l) {
+      eng.forward_layer(l, ln, nullptr);
+      trace.push_back(st.flat(*this));
+    }
+    check_alphas();
+    return trace;
+  }
+  /// Rewinds from a whole final state; entry l is the reconstructed input of layer l (entry
+  /// depth is the final state itself).
+  std::vector<std::vector<T>> rewind_trace(const std::vector<T>& final_state) {
+    std::vector<std::vector<T>> trace(depth_ + 1);
+    trace[depth_] = final_state;
+    rewind_each(final_state, [&](std::size_t l, std::span<const T> state) { trace[l].assign(state.begin(), state.end()); });
+    return trace;
+  }
+  /// Rewinds from a whole final state (variables one after the other), calling visit(l, state)
+  /// with the reconstructed input of each layer l from the top.
+  template <class Visit>
+  void rewind_each(const std::vector<T>& final_state, const Visit& visit) {
+    const std::size_t wb = o_.width * o_.batch;
+    if (final_state.size() != ns * wb) throw error("rewind: rewind_trace() takes a whole state");
+    queue_parameter_check();
+    check_parameters();
+    states st(*this);
+    for (std::size_t k = 0; k < ns; ++k) upload(st.s[k].data(), final_state.data() + k * wb, wb, ctx_.stream());
+    queue_alpha_check();
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
+    lane ln = st.whole(work.data());
+    const engine_type eng = engine();
+    for (std::size_t l = depth_; l-- > 0;) {
+      eng.rewind_layer(l, ln, false);
+      visit(l, std::span<const T>(st.flat(*this)));
+    }
+    check_alphas();
+  }
+
+  /// Runs stored backprop and mode m (reversible by default) on the same weights and batch,
+  /// compares their gradients, and measures the rewind's reconstruction error per layer
+  /// (rewind/engine/audit.hpp).
+  audit_report audit(std::span<const T> batch, std::span<const int> labels, mode m = mode::reversible) {
+    return rwd::audit(*this, batch, labels, m);
   }
 
   /// The predicted class of every sample of a batch.
   std::vector<int> predict(std::span<const T> batch) {
     states st = run_forward(batch);
     device_buffer<T> z(tracker_, o_.classes * o_.batch);
-    logits(st, z.data());
+    engine().logits(st.whole(nullptr), z.data());
     std::vector<T> host(o_.classes * o_.batch);
     download(host.data(), z.data(), host.size(), ctx_.stream());
     std::vector<int> out(o_.batch);
@@ -195,10 +259,28 @@ class model {
     return out;
   }
 
-  /// The closed-form device memory of one loss_and_gradient in mode m (the CPU's plan).
+  /// The closed-form device memory of one loss_and_gradient in mode m: the state and cotangents,
+  /// the tape (rwd::step_engine::tape_size) and one workspace for the whole batch (the CPU plans
+  /// one per thread, for its chunks, and a gradient slab per chunk).
   memory_plan plan(mode m) const {
     if (m == mode::exact) throw error("rewind: mode::exact runs on the CPU backend");
-    return step_plan<Block>(m, o_.width, o_.batch, o_.classes, depth_, segment_, sizeof(T));
+    const std::size_t bytes = sizeof(T);
+    memory_plan p;
+    p.state_bytes = 2 * ns * o_.width * o_.batch * bytes;
+    p.tape_bytes = engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_) * bytes;
+    p.workspace_bytes = engine_type::work_per_sample(m, o_.width, o_.classes) * o_.batch * bytes;
+    return p;
+  }
+
+  /// Writes the parameters to `path` atomically, in the CPU model's format (a file saved by
+  /// either backend loads into the other).
+  void save(const std::string& path) const {
+    write_parameter_file<T>(path, arena_.file_header(), parameters());
+  }
+  /// Reads parameters written by save() (either backend) for the same block and shapes; on any
+  /// error the model is unchanged and the message names the cause.
+  void load(const std::string& path) {
+    set_parameters(read_parameter_file<T>(path, arena_.file_header()));
   }
 
   /// One optimizer step on the device (sgd or adam settings). Switching optimizers starts the new
@@ -226,7 +308,7 @@ class model {
   // --- state and cotangents (device) -------------------------------------------------------------
   struct states {
     std::array<device_buffer<T>, ns> s, b;
-    explicit states(model& m) {
+    explicit states(model& m) : width(m.o_.width) {
       for (std::size_t k = 0; k < ns; ++k) {
         s[k] = device_buffer<T>(m.tracker_, m.o_.width * m.o_.batch);
         b[k] = device_buffer<T>(m.tracker_, m.o_.width * m.o_.batch);
@@ -242,19 +324,28 @@ class model {
       }
       return out;
     }
-    device_buffer<T> save(model& m) const {
+    std::vector<T> flat(const model& m) const {
       const std::size_t n = s[0].size();
-      device_buffer<T> saved(m.tracker_, ns * n);
-      for (std::size_t k = 0; k < ns; ++k)
-        REWIND_CUDA(cudaMemcpyAsync(saved.data() + k * n, s[k].data(), n * sizeof(T), cudaMemcpyDeviceToDevice, m.ctx_.stream()));
-      return saved;
+      std::vector<T> out(ns * n);
+      for (std::size_t k = 0; k < ns; ++k) download(out.data() + k * n, s[k].data(), n, m.ctx_.stream());
+      return out;
     }
-    void restore(const device_buffer<T>& saved, const model& m) {
-      const std::size_t n = s[0].size();
-      for (std::size_t k = 0; k < ns; ++k)
-        REWIND_CUDA(cudaMemcpyAsync(s[k].data(), saved.data() + k * n, n * sizeof(T), cudaMemcpyDeviceToDevice, m.ctx_.stream()));
+    /// The whole batch as one lane (rwd::lane), with the workspace `work`.
+    lane whole(T* work) {
+      lane ln;
+      for (std::size_t k = 0; k < ns; ++k) ln.s[k].p = s[k].data(), ln.b[k].p = b[k].data();
+      ln.count = s[0].size() / width;
+      ln.work = work;
+      return ln;
     }
+    std::size_t width = 0;
   };
+
+  /// The algorithm of a step (rewind/engine/step.hpp) over the device arena, on the stream.
+  engine_type engine() {
+    return engine_type({o_.width, o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
+                       executor<T>{ctx_.blas(), ctx_.stream(), &bindings_, alpha_bad_.data(), depth_, Block::size});
+  }
 
   std::vector<T> download_all(const device_buffer<T>& b) const {
     std::vector<T> out(b.size());
@@ -281,21 +372,6 @@ class model {
     const cudaStream_t s = ctx_.stream();
     REWIND_CUDA(cudaMemsetAsync(flag_.data(), 0, sizeof(int), s));
     for_each(nonfinite_op<T>{params_.data(), flag_.data()}, arena_.total, s);
-  }
-  /// The counter of bad alpha elements of update ui in layer l, forward or rewound (null when no
-  /// alpha of the block reads the data).
-  unsigned* alpha_counter(bool rewound, std::size_t l, std::size_t ui) {
-    return alpha_bad_.data() + ((rewound ? depth_ : 0) + l) * Block::size + ui;
-  }
-  /// target <- Rhs (update U's right-hand side or its inverse's, the frame f reading the target in
-  /// place) over n elements; an alpha that reads the data is checked into update ui's counter.
-  template <class U, class Rhs, class Frame>
-  void assign(const Frame& f, T* target, std::size_t n, bool rewound, std::size_t l, std::size_t ui) {
-    using Layout = typename update_plan<U>::Layout;
-    if constexpr (coefficient_kind_of<U>() == coefficient_kind::data_dependent)
-      for_each(checked_assign_op<Layout, U, Rhs, T>{f, target, alpha_counter(rewound, l, ui), alpha_bounds_of<T, U>(bindings_)}, n,
-               ctx_.stream());
-    else for_each(assign_op<Layout, Rhs, T>{f, target}, n, ctx_.stream());
   }
   /// Zeroes the alpha counters before a pass.
   void queue_alpha_check() {
@@ -335,121 +411,6 @@ class model {
     if (bad) throw error("rewind: a parameter is not finite (the step's gradients are void)");
   }
 
-  template <class M>
-  map_runner<M, T> runner() const {
-    return {o_.width, o_.batch, {ctx_.blas(), ctx_.stream()}};
-  }
-  template <class U>
-  void compute_calls(std::size_t layer, update_frame<U>& uf) const {
-    using Layout = typename update_frame<U>::Layout;
-    const std::size_t n = o_.width * o_.batch;
-    std::size_t c = 0;
-    hana::for_each(typename update_plan<U>::Calls{}, [&](auto t) {
-      using C = typename decltype(t)::type;
-      using M = typename C::map_type;
-      if constexpr (state_variable<typename C::argument>) {
-        uf.call_in[c] = uf.f.state[Layout::template state_index<typename C::argument>];
-      } else {
-        for_each(assign_op<Layout, typename C::argument, T>{uf.f, uf.call_input[c]}, n, ctx_.stream());
-        uf.call_in[c] = uf.call_input[c];
-      }
-      uf.f.calls[c] = runner<M>().forward(params_.data() + arena_.template offset<M>(layer), uf.call_in[c], uf.call_stages[c]);
-      uf.call_out[c] = const_cast<T*>(uf.f.calls[c]);
-      ++c;
-    });
-  }
-
-
-  void forward_layer(std::size_t l, states& st, std::vector<device_buffer<T>>* tape) {
-    const std::size_t n = o_.width * o_.batch;
-    std::size_t ui = 0;  // the update's position in the block
-    hana::for_each(Block::updates(), [&](auto u) {
-      using U = decltype(u);
-      using P = update_plan<U>;
-      using Layout = typename P::Layout;
-      update_frame<U> uf;
-      uf.bind(st, scalars_);
-      T* target = st.s[Layout::template state_index<typename U::target>].data();
-      device_buffer<T> ws(tracker_, ((tape ? o_.width : 0) + P::calls_size(o_.width)) * o_.batch);
-      T* base = ws.data();
-      if (tape) {
-        REWIND_CUDA(cudaMemcpyAsync(base, target, n * sizeof(T), cudaMemcpyDeviceToDevice, ctx_.stream()));
-        base += n;
-      }
-      uf.place_calls(base, o_.width, o_.batch);
-      compute_calls(l, uf);
-      assign<U, typename U::rhs>(uf.f, target, n, false, l, ui);  // s <- alpha*s + g
-      if (tape) tape->push_back(std::move(ws));
-      ++ui;
-    });
-  }
-
-  void rewind_layer(std::size_t l, states& st, bool with_adjoint) {
-    std::size_t ui = Block::size;  // the update's position in the block, counted down
-    hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
-      --ui;
-      using U = decltype(u);
-      using P = update_plan<U>;
-      using Layout = typename P::Layout;
-      update_frame<U> uf;
-      uf.bind(st, scalars_);
-      device_buffer<T> ws(tracker_, (P::calls_size(o_.width) + (with_adjoint ? P::steps_size(o_.width) : 0)) * o_.batch);
-      T* steps = uf.place_calls(ws.data(), o_.width, o_.batch);
-      compute_calls(l, uf);
-      T* target = st.s[Layout::template state_index<typename U::target>].data();
-      assign<U, typename decltype(invert(U{}))::rhs>(uf.f, target, o_.width * o_.batch, true, l, ui);
-      if (with_adjoint) {
-        uf.place_steps(steps, o_.width, o_.batch);
-        apply_adjoint<U>(l, uf, st);
-      }
-    });
-  }
-
-  template <class U>
-  void apply_adjoint(std::size_t l, update_frame<U>& uf, states& st) {
-    using Layout = typename update_frame<U>::Layout;
-    const std::size_t n = o_.width * o_.batch;
-    const cudaStream_t s = ctx_.stream();
-    hana::for_each(adjoint(U{}).steps(), [&](auto step) {
-      using S = decltype(step);
-      if constexpr (rwd::detail::is_map_step<S>) {
-        using C = typename S::call_type;
-        using M = typename C::map_type;
-        constexpr std::size_t c = Layout::template call_index<C>;
-        constexpr std::size_t j = Layout::template vjp_index<map_vjp<C, typename S::cotangent>>;
-        for_each(assign_op<Layout, typename S::cotangent, T>{uf.f, uf.cot[j]}, n, s);
-        const std::size_t off = arena_.template offset<M>(l);
-        runner<M>().backward(params_.data() + off, grads_.data() + off, uf.call_in[c], uf.call_stages[c], uf.cot[j], uf.scratch[j],
-                             uf.vjp[j]);
-        uf.f.vjps[j] = uf.vjp[j];
-      } else {
-        T* bar = st.b[Layout::template state_index<typename S::variable>].data();
-        if constexpr (rwd::detail::is_accumulate_step<S>) for_each(accumulate_op<Layout, typename S::value, T>{uf.f, bar}, n, s);
-        else for_each(assign_op<Layout, typename S::value, T>{uf.f, bar}, n, s);
-      }
-    });
-  }
-
-  void backward_layer_stored(std::size_t l, states& st, std::vector<device_buffer<T>>& tape) {
-    const std::size_t n = o_.width * o_.batch;
-    hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
-      using U = decltype(u);
-      using P = update_plan<U>;
-      using Layout = typename P::Layout;
-      device_buffer<T> entry = std::move(tape.back());
-      tape.pop_back();
-      update_frame<U> uf;
-      uf.bind(st, scalars_);
-      REWIND_CUDA(cudaMemcpyAsync(st.s[Layout::template state_index<typename U::target>].data(), entry.data(), n * sizeof(T),
-                                  cudaMemcpyDeviceToDevice, ctx_.stream()));  // restore
-      uf.place_calls(entry.data() + n, o_.width, o_.batch);
-      uf.relink_calls(o_.width, o_.batch);
-      device_buffer<T> ws(tracker_, P::steps_size(o_.width) * o_.batch);
-      uf.place_steps(ws.data(), o_.width, o_.batch);
-      apply_adjoint<U>(l, uf, st);
-    });
-  }
-
   states run_forward(std::span<const T> batch) {
     rwd::check_batch(batch, o_.width, o_.batch);
     queue_parameter_check();
@@ -457,42 +418,23 @@ class model {
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), ctx_.stream());
     queue_alpha_check();
-    for (std::size_t l = 0; l < depth_; ++l) forward_layer(l, st, nullptr);
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
+    lane ln = st.whole(work.data());
+    const engine_type eng = engine();
+    for (std::size_t l = 0; l < depth_; ++l) eng.forward_layer(l, ln, nullptr);
     check_alphas();
     return st;
   }
 
-  /// z = Wh * (output variable) + bh, classes x batch.
-  void logits(const states& st, T* z) const {
-    const std::size_t C = o_.classes, W = o_.width, B = o_.batch;
-    const T* Wh = params_.data() + arena_.head;
-    gemm<T>(ctx_.blas(), false, false, C, B, W, T(1), Wh, C, st.s[output_].data(), W, T(0), z, C);
-    for_each(bias_activation_op<void, T>{z, Wh + C * W, C}, C * B, ctx_.stream());
-  }
-
-  /// Linear head and softmax cross-entropy (per-sample losses into losses_); seeds the output
-  /// variable's cotangent.
-  void head(states& st) {
-    const std::size_t C = o_.classes, B = o_.batch, W = o_.width;
-    const cudaStream_t s = ctx_.stream();
-    const T* out = st.s[output_].data();
-    device_buffer<T> z(tracker_, C * B);
-    logits(st, z.data());
-    for_each(softmax_xent_op<T>{z.data(), labels_.data(), losses_.data(), C, B}, B, s);
-    T* gW = grads_.data() + arena_.head;
-    gemm<T>(ctx_.blas(), false, true, C, W, B, T(1), z.data(), C, out, W, T(1), gW, C);  // dWh += dz out^T
-    for_each(bias_gradient_op<T>{z.data(), gW + C * W, C, B}, C, s);
-    gemm<T>(ctx_.blas(), true, false, W, B, C, T(1), params_.data() + arena_.head, C, z.data(), C, T(0), st.b[output_].data(), W);
-  }
-
   context ctx_;
   std::size_t depth_;
+  mode mode_ = mode::reversible;
   options o_;
   env bindings_;
   parameter_layout<Block> arena_;
   std::size_t input_ = 0, output_ = 0, segment_ = 1;
   budget_report budget_;
-  std::array<T, n_params == 0 ? 1 : n_params> scalars_{};
+  typename engine_type::scalars_type scalars_{};
   device_tracker fixed_, tracker_;  // fixed_: arenas, labels, losses; tracker_: a step's buffers
   device_buffer<T> params_, grads_, first_, second_;
   device_buffer<int> labels_, flag_;
