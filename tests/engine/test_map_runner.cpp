@@ -1,4 +1,4 @@
-// The engine's map runner through a third executor, written here in plain loops (double): it
+// The engine's map runner through a third executor, the reference's plain loops (double): it
 // agrees with the CPU backend's Eigen executor on maps of every layer arrangement, and its own
 // backward pass is the transpose of its forward (central differences), so the layer rules, not
 // only one backend, are what is checked.
@@ -13,42 +13,12 @@
 #include <rewind/cpu.hpp>
 #include <rewind/engine/map_runner.hpp>
 
+#include "reference.hpp"
+
 namespace {
 
-/// rwd::map_executor in loops over column-major buffers.
-struct loop_ops {
-  using T = double;
-  void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T beta, T* c) const {
-    for (std::size_t j = 0; j < n; ++j)
-      for (std::size_t i = 0; i < m; ++i) {
-        T sum = 0;
-        for (std::size_t p = 0; p < k; ++p) sum += (ta ? a[p + i * k] : a[i + p * m]) * (tb ? b[j + p * n] : b[p + j * k]);
-        c[i + j * m] = (beta == 0 ? 0 : c[i + j * m]) + sum;
-      }
-  }
-  template <class Fn>
-  void bias(T* y, const T* b, std::size_t rows, std::size_t cols) const {
-    for (std::size_t i = 0; i < rows * cols; ++i) {
-      const T u = y[i] + b[i % rows];
-      if constexpr (std::is_void_v<Fn>) y[i] = u;
-      else y[i] = Fn::value(u);
-    }
-  }
-  template <class Fn>
-  void activation(const T* x, T* y, std::size_t n) const {
-    for (std::size_t i = 0; i < n; ++i) y[i] = Fn::value(x[i]);
-  }
-  void bias_gradient(const T* g, T* gb, std::size_t rows, std::size_t cols) const {
-    for (std::size_t i = 0; i < rows * cols; ++i) gb[i % rows] += g[i];
-  }
-  template <class Fn>
-  void activation_backward(T* g, const T* y, T* copy, std::size_t n) const {
-    for (std::size_t i = 0; i < n; ++i) {
-      g[i] *= Fn::derivative_from_output(y[i]);
-      if (copy) copy[i] = g[i];
-    }
-  }
-};
+using reference::loop_ops;
+
 static_assert(rwd::map_executor<loop_ops, double>);
 static_assert(rwd::map_executor<rwd::cpu::map_ops<float>, float>);
 
