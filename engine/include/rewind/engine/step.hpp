@@ -111,6 +111,14 @@ class step_engine {
       : s_(s), arena_(arena), params_(params), scalars_(scalars), exec_(exec) {}
 
   const Exec& executor() const { return exec_; }
+  const shape& dims() const { return s_; }
+  /// Update U's frame, pointed at a lane's state and cotangents and at the runtime scalars.
+  template <class U>
+  frame<U> frame_of(const lane_type& ln) const {
+    frame<U> uf;
+    uf.bind(ln, scalars_);
+    return uf;
+  }
 
   /// The block's runtime scalars in T, in the order of its params(), from the bindings.
   static scalars_type scalars(const env& bindings) {
@@ -190,8 +198,7 @@ class step_engine {
       using U = decltype(u);
       using P = plan<U>;
       using Layout = typename P::Layout;
-      frame<U> uf;
-      uf.bind(ln, scalars_);
+      auto uf = frame_of<U>(ln);
       T* target = ln.s[Layout::template state_index<typename U::target>].data();
       T* base = ln.work;
       if (tape) {
@@ -214,8 +221,7 @@ class step_engine {
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
       using Layout = typename plan<U>::Layout;
-      frame<U> uf;
-      uf.bind(ln, scalars_);
+      auto uf = frame_of<U>(ln);
       T* steps = uf.place_calls(ln.work, s_.width, nb);
       compute_calls<U>(l, uf, nb);  // g does not read the target: these are the forward's calls
       T* target = ln.s[Layout::template state_index<typename U::target>].data();
@@ -235,8 +241,7 @@ class step_engine {
       using P = plan<U>;
       using Layout = typename P::Layout;
       T* entry = end -= (s_.width + P::calls_size(s_.width)) * nb;
-      frame<U> uf;
-      uf.bind(ln, scalars_);
+      auto uf = frame_of<U>(ln);
       exec_.copy(ln.s[Layout::template state_index<typename U::target>].data(), entry, n);  // restore
       uf.place_calls(entry + n, s_.width, nb);
       uf.relink_calls(s_.width, nb);

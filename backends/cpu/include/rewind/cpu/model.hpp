@@ -38,7 +38,7 @@
 
 #include <rewind/engine/audit.hpp>
 #include <rewind/engine/parameter_file.hpp>
-#include "exact.hpp"
+#include "exact_step.hpp"
 #include "executor.hpp"
 #include "lower.hpp"
 #include "maps.hpp"
@@ -65,13 +65,9 @@ class model {
   using State = std::remove_const_t<decltype(Block::state())>;
   static constexpr std::size_t ns = Block::state_size;
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-  using array = Eigen::Array<T, Eigen::Dynamic, 1>;
   using engine_type = step_engine<T, Block, executor<T>>;
   using lane = typename engine_type::lane_type;
-  template <class U>
-  using update_plan = typename engine_type::template plan<U>;
-  template <class U>
-  using update_frame = typename engine_type::template frame<U>;
+  using exact_type = exact_step<T, Block>;
 
  public:
   using scalar = T;
@@ -94,10 +90,8 @@ class model {
     input_ = state_index_of<State>(o.input);
     output_ = state_index_of<State>(o.output);
     rwd::detail::check_runtime_coefficients<Block>(bindings);
-    radix_.fill(fixed_point::of(o.exact_fraction_bits));
-    for (const auto& [name, bits] : o.exact_fraction_bits_of) radix_[state_index_of<State>(name)] = fixed_point::of(bits);
+    exact_rules_.emplace(o, bindings);  // after the check: it rationalises the runtime coefficients
     budget_ = rwd::budget<T>(Block{}, bindings);
-    ledger_slot_ = compute_ledger_slots();  // skips updates whose alpha is data-dependent
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
     params_.assign(arena_.total, T(0));
     grads_.assign(params_.size(), T(0));
@@ -251,7 +245,7 @@ class model {
     if (m == mode::exact) {  // the fixed-point state, and a head per element and a plane of 16-bit
       p.state_bytes += ns * wb * sizeof(std::int64_t);  // stack words per word the ledger may hold
       const std::size_t planes = exact_ledger_words(exact_ledger_bits(Block{}, bindings_), depth_);
-      p.tape_bytes = scaled_variables() * wb * (sizeof(std::int64_t) + planes * sizeof(std::uint16_t));
+      p.tape_bytes = exact_rules_->scaled_variables() * wb * (sizeof(std::int64_t) + planes * sizeof(std::uint16_t));
     }
     return p;
   }
@@ -450,148 +444,28 @@ class model {
       if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
   }
 
-  // --- exact mode --------------------------------------------------------------------------------
-  struct fixed_state {
-    std::array<buffer<std::int64_t>, ns> s;
-    ledger book;  // slots only for the state variables some update scales (ledger_slot_)
-    fixed_state(model& m) : book(m.tracker_, m.scaled_variables() * m.o_.width * m.o_.batch, m.ledger_ratios()) {
-      for (auto& b : s) {
-        b = buffer<std::int64_t>(m.tracker_, m.o_.width * m.o_.batch);
-        std::fill_n(b.data(), b.size(), std::int64_t{0});
-      }
-    }
-  };
-
-  /// The ledger slot of each state variable: its rank among the variables some update scales
-  /// (ns for a variable no update scales). Computed once, when the model is built.
-  std::array<std::size_t, ns> compute_ledger_slots() const {
-    std::array<bool, ns> scaled{};
-    hana::for_each(Block::updates(), [&](auto u) {
-      using U = decltype(u);
-      if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
-        const rational a = exact_coefficient<U>();
-        if (a.num != a.den) scaled[rwd::detail::index_in<typename U::target>(State{})] = true;
-      }
-    });
-    std::array<std::size_t, ns> slot{};
-    std::size_t next = 0;
-    for (std::size_t k = 0; k < ns; ++k) slot[k] = scaled[k] ? next++ : ns;
-    return slot;
-  }
-  std::size_t scaled_variables() const {
-    std::size_t n = 0;
-    for (std::size_t s : ledger_slot_) n += s < ns;
-    return n;
-  }
-
-  /// Every scaling coefficient of the block, exactly: what the ledger's arithmetic is sized for.
-  std::vector<rational> ledger_ratios() const {
-    std::vector<rational> ratios;
-    hana::for_each(Block::updates(), [&](auto u) {
-      using U = decltype(u);
-      if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
-        const rational a = exact_coefficient<U>();
-        if (a.num < 1 || a.num > ledger::max_base || a.den > ledger::max_base)
-          throw error("rewind: exact mode: " + U::text() + ": alpha = " + std::to_string(a.num) + "/" + std::to_string(a.den) +
-                      " must be positive with a numerator and denominator of at most 65536");
-        if (a.num != a.den) ratios.push_back(a);
-      }
-    });
-    return ratios;
-  }
-
-  /// alpha = n/d of update U, exactly: its rational constant, or its runtime value rationalised.
-  template <class U>
-  rational exact_coefficient() const {
-    if constexpr (constant_expression<typename U::alpha>) return U::alpha::value;
-    else if constexpr (coefficient_kind_of<U>() == coefficient_kind::runtime)
-      return rationalise(scalar_value(typename U::alpha{}, bindings_), ledger::max_base);
-    else throw error("rewind: exact mode needs constant or runtime-scalar coefficients; " + U::text() + " computes alpha from the data");
-  }
-
-  std::string variable_name(std::size_t k) const {
-    std::string name;
-    std::size_t j = 0;
-    hana::for_each(State{}, [&](auto t) {
-      if (j++ == k) name = std::string(decltype(t)::type::name);
-    });
-    return name;
-  }
-
-  /// x in state variable k's fixed point, or the error that names the value and the variable.
-  std::int64_t to_fixed(double x, std::size_t k) const {
-    std::int64_t out;
-    const std::int64_t v = radix_[k].round(x, out);
-    if (out) [[unlikely]]
-      throw error("rewind: exact mode: a value of " + variable_name(k) + " (" + std::to_string(x) +
-                  ") leaves the fixed-point range +-2^" + std::to_string(51 - radix_[k].bits) + " of " +
-                  std::to_string(radix_[k].bits) +
-                  " fractional bits (lower options.exact_fraction_bits or its entry in exact_fraction_bits_of, or scale the data)");
-    return v;
-  }
-  T from_fixed(std::int64_t v, std::size_t k) const { return radix_[k].template value<T>(v); }
-
-  /// One update of a chunk in fixed point, forward (s <- alpha*s + round(g)) or rewound, and
-  /// then, when asked, its adjoint.
-  template <class U>
-  void exact_update(std::size_t l, lane& ln, fixed_state& fx, bool forward, bool with_adjoint) {
-    using P = update_plan<U>;
-    using Layout = typename P::Layout;
-    const std::size_t nb = ln.count, count = o_.width * nb, wb = o_.width * o_.batch;
-    const auto n = static_cast<Eigen::Index>(count);
-    update_frame<U> uf;
-    uf.bind(ln, scalars_);
-    constexpr bool own_g = engine_type::template g_needs_buffer<U>();
-    T* steps = uf.place_calls(ln.work, o_.width, nb);
-    const engine_type eng = engine();
-    eng.template compute_calls<U>(l, uf, nb);  // from the shadow of the state; g does not read the target
-    const T* g = nullptr;  // g itself where it is already a buffer: a map call's output, or a variable
-    if constexpr (own_g) {
-      g = steps;
-      steps += count;
-      Eigen::Map<array>(const_cast<T*>(g), n) = lower<Layout, typename U::g, T>(uf.f, n);
-    } else if constexpr (state_variable<typename U::g>) g = uf.f.state[Layout::template state_index<typename U::g>];
-    else g = uf.f.calls[Layout::template call_index<typename U::g>];
-    const rational a = exact_coefficient<U>();
-    const bool scales = !(a.num == 1 && a.den == 1);
-    constexpr std::size_t t = Layout::template state_index<typename U::target>;
-    std::int64_t* s = fx.s[t].data() + ln.first * o_.width;
-    T* shadow = ln.s[t].data();
-    const int threads = detail::in_team() ? 1 : Eigen::nbThreads();  // a team's chunks, or one chunk on every thread
-    const bool in_range = scales ? scale_add_exact(s, g, shadow, count, radix_[t], exact_ratio(a.num, a.den, fx.book), fx.book,
-                                                   ledger_slot_[t] * wb + ln.first * o_.width, forward, threads)
-                                 : add_exact(s, g, shadow, count, radix_[t], forward, threads);
-    if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
-      for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(g[i]), t);
-      for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
-      throw error("rewind: exact mode: a value of " + variable_name(t) + " left the fixed-point range");  // not reached
-    }
-    if (with_adjoint) {
-      uf.place_steps(steps, o_.width, nb);
-      eng.apply_adjoint(l, uf, ln);
-    }
-  }
-
+  // --- exact mode (exact_step.hpp) ----------------------------------------------------------------
   T loss_and_gradient_exact(std::span<const T> batch, std::span<const int> labels, const gradient_listener& ready) {
     const std::size_t wb = o_.width * o_.batch;
     states st(*this);
-    fixed_state fx(*this);
+    typename exact_type::state fx(tracker_, *exact_rules_, wb);
     for (std::size_t i = 0; i < wb; ++i) {
-      fx.s[input_][i] = to_fixed(static_cast<double>(batch[i]), input_);
-      st.s[input_][i] = from_fixed(fx.s[input_][i], input_);
+      fx.s[input_][i] = exact_rules_->to_fixed(static_cast<double>(batch[i]), input_);
+      st.s[input_][i] = exact_rules_->from_fixed(fx.s[input_][i], input_);
     }
+    const engine_type eng = engine();
     const std::vector<std::int64_t> start(fx.s[input_].data(), fx.s[input_].data() + wb);
     const auto forward_chunk = [&](lane& ln) {
       for (std::size_t l = 0; l < depth_; ++l)
-        hana::for_each(Block::updates(), [&](auto u) { exact_update<decltype(u)>(l, ln, fx, true, false); });
+        hana::for_each(Block::updates(), [&](auto u) { exact_rules_->template update<decltype(u)>(eng, l, ln, fx, true, false); });
     };
     const auto measure = [&] {
       exact_.ledger_planes = fx.book.planes();
       exact_.ledger_bytes_peak = fx.book.bytes();
-      exact_.ledger_bits_per_element = fx.book.bits_in_use() / static_cast<double>(std::max<std::size_t>(1, scaled_variables()) * wb);
+      exact_.ledger_bits_per_element = fx.book.bits_in_use() / static_cast<double>(std::max<std::size_t>(1, exact_rules_->scaled_variables()) * wb);
     };
     const auto backward_chunk = [&](std::size_t l, lane& ln) {
-      hana::for_each(hana::reverse(Block::updates()), [&](auto u) { exact_update<decltype(u)>(l, ln, fx, false, true); });
+      hana::for_each(hana::reverse(Block::updates()), [&](auto u) { exact_rules_->template update<decltype(u)>(eng, l, ln, fx, false, true); });
     };
     const T loss = run_step(st, labels, mode::exact, ready, forward_chunk, measure, backward_chunk);
     bool same = fx.book.empty() && std::equal(start.begin(), start.end(), fx.s[input_].data());
@@ -623,9 +497,8 @@ class model {
   std::size_t input_ = 0, output_ = 0;
   parameter_layout<Block> arena_;
   std::size_t segment_ = 1;
-  std::array<fixed_point, ns> radix_{};  // mode::exact: each state variable's fixed point
   budget_report budget_;
-  std::array<std::size_t, ns> ledger_slot_{};
+  std::optional<exact_type> exact_rules_;  // set by the constructor
   std::vector<T> params_, grads_, input_grad_;
   typename engine_type::scalars_type scalars_{};
   memory_tracker tracker_;

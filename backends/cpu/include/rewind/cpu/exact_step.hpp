@@ -1,0 +1,160 @@
+// rewind cpu: the exact mode's update. The engine's map calls and adjoint (rwd::step_engine)
+// around a state held in fixed point, each multiplication by alpha = n/d made invertible by the
+// information ledger (exact.hpp): s <- alpha*s + round(g) forward, its mirror in the rewind, so
+// the rewind gives back every bit at any depth. The state in T is the fixed-point state's shadow
+// (what the maps and the adjoint read).
+#pragma once
+
+#include <Eigen/Core>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <rewind/engine.hpp>
+#include <rewind/engine/step.hpp>
+#include <rewind/rewind.hpp>
+
+#include "exact.hpp"
+#include "executor.hpp"
+#include "memory.hpp"
+#include "threads.hpp"
+
+namespace rwd::cpu {
+
+template <class T, class Block>
+class exact_step {
+  using State = std::remove_const_t<decltype(Block::state())>;
+  static constexpr std::size_t ns = Block::state_size;
+
+ public:
+  using engine_type = step_engine<T, Block, executor<T>>;
+  using lane = typename engine_type::lane_type;
+
+  /// The fixed-point state of a whole batch and its ledger (slots only for the state variables
+  /// some update scales).
+  struct state {
+    std::array<buffer<std::int64_t>, ns> s;
+    ledger book;
+    state(memory_tracker& tracker, const exact_step& rules, std::size_t whole)
+        : book(tracker, rules.scaled_variables() * whole, rules.ledger_ratios()) {
+      for (auto& b : s) {
+        b = buffer<std::int64_t>(tracker, whole);
+        std::fill_n(b.data(), b.size(), std::int64_t{0});
+      }
+    }
+  };
+
+  /// Each state variable's fixed point (options.exact_fraction_bits, or its entry in
+  /// exact_fraction_bits_of) and ledger slot.
+  exact_step(const options& o, const env& bindings) : bindings_(bindings) {
+    radix_.fill(fixed_point::of(o.exact_fraction_bits));
+    for (const auto& [name, bits] : o.exact_fraction_bits_of) radix_[state_index_of<State>(name)] = fixed_point::of(bits);
+    std::array<bool, ns> scaled{};  // updates whose alpha reads the data have no slot (and no exact mode)
+    hana::for_each(Block::updates(), [&](auto u) {
+      using U = decltype(u);
+      if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
+        const rational a = coefficient<U>();
+        if (a.num != a.den) scaled[rwd::detail::index_in<typename U::target>(State{})] = true;
+      }
+    });
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < ns; ++k) slot_[k] = scaled[k] ? next++ : ns;
+  }
+
+  /// State variables some update scales: each has a ledger slot per element.
+  std::size_t scaled_variables() const {
+    std::size_t n = 0;
+    for (std::size_t s : slot_) n += s < ns;
+    return n;
+  }
+
+  /// Every scaling coefficient of the block, exactly: what the ledger's arithmetic is sized for.
+  std::vector<rational> ledger_ratios() const {
+    std::vector<rational> ratios;
+    hana::for_each(Block::updates(), [&](auto u) {
+      using U = decltype(u);
+      if constexpr (coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
+        const rational a = coefficient<U>();
+        if (a.num < 1 || a.num > ledger::max_base || a.den > ledger::max_base)
+          throw error("rewind: exact mode: " + U::text() + ": alpha = " + std::to_string(a.num) + "/" + std::to_string(a.den) +
+                      " must be positive with a numerator and denominator of at most 65536");
+        if (a.num != a.den) ratios.push_back(a);
+      }
+    });
+    return ratios;
+  }
+
+  /// x in state variable k's fixed point, or the error that names the value and the variable.
+  std::int64_t to_fixed(double x, std::size_t k) const {
+    std::int64_t out;
+    const std::int64_t v = radix_[k].round(x, out);
+    if (out) [[unlikely]]
+      throw error("rewind: exact mode: a value of " + variable_name(k) + " (" + std::to_string(x) +
+                  ") leaves the fixed-point range +-2^" + std::to_string(51 - radix_[k].bits) + " of " +
+                  std::to_string(radix_[k].bits) +
+                  " fractional bits (lower options.exact_fraction_bits or its entry in exact_fraction_bits_of, or scale the data)");
+    return v;
+  }
+  T from_fixed(std::int64_t v, std::size_t k) const { return radix_[k].template value<T>(v); }
+
+  /// Update U of layer l on a lane in fixed point, forward (s <- alpha*s + round(g)) or rewound,
+  /// and then, when asked, its adjoint.
+  template <class U>
+  void update(const engine_type& eng, std::size_t l, lane& ln, state& fx, bool forward, bool with_adjoint) const {
+    using Layout = typename engine_type::template plan<U>::Layout;
+    const std::size_t width = eng.dims().width, nb = ln.count, count = width * nb, whole = width * eng.dims().batch;
+    auto uf = eng.template frame_of<U>(ln);
+    T* steps = uf.place_calls(ln.work, width, nb);
+    eng.template compute_calls<U>(l, uf, nb);  // from the shadow of the state; g does not read the target
+    const T* g = nullptr;  // g itself where it is already a buffer: a map call's output, or a variable
+    if constexpr (engine_type::template g_needs_buffer<U>()) {
+      g = steps;
+      steps += count;
+      eng.executor().template assign<Layout, typename U::g>(uf.f, const_cast<T*>(g), count);
+    } else if constexpr (state_variable<typename U::g>) g = uf.f.state[Layout::template state_index<typename U::g>];
+    else g = uf.f.calls[Layout::template call_index<typename U::g>];
+    const rational a = coefficient<U>();
+    constexpr std::size_t t = Layout::template state_index<typename U::target>;
+    std::int64_t* s = fx.s[t].data() + ln.first * width;
+    T* shadow = ln.s[t].data();
+    const int threads = detail::in_team() ? 1 : Eigen::nbThreads();  // a team's chunks, or one chunk on every thread
+    const bool in_range = a.num != a.den ? scale_add_exact(s, g, shadow, count, radix_[t], exact_ratio(a.num, a.den, fx.book), fx.book,
+                                                           slot_[t] * whole + ln.first * width, forward, threads)
+                                         : add_exact(s, g, shadow, count, radix_[t], forward, threads);
+    if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
+      for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(g[i]), t);
+      for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
+      throw error("rewind: exact mode: a value of " + variable_name(t) + " left the fixed-point range");  // not reached
+    }
+    if (with_adjoint) {
+      uf.place_steps(steps, width, nb);
+      eng.apply_adjoint(l, uf, ln);
+    }
+  }
+
+ private:
+  /// alpha = n/d of update U, exactly: its rational constant, or its runtime value rationalised.
+  template <class U>
+  rational coefficient() const {
+    if constexpr (constant_expression<typename U::alpha>) return U::alpha::value;
+    else if constexpr (coefficient_kind_of<U>() == coefficient_kind::runtime)
+      return rationalise(scalar_value(typename U::alpha{}, bindings_), ledger::max_base);
+    else throw error("rewind: exact mode needs constant or runtime-scalar coefficients; " + U::text() + " computes alpha from the data");
+  }
+
+  std::string variable_name(std::size_t k) const {
+    std::string name;
+    std::size_t j = 0;
+    hana::for_each(State{}, [&](auto t) {
+      if (j++ == k) name = std::string(decltype(t)::type::name);
+    });
+    return name;
+  }
+
+  env bindings_;
+  std::array<fixed_point, ns> radix_{};
+  std::array<std::size_t, ns> slot_{};
+};
+
+}  // namespace rwd::cpu
