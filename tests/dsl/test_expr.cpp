@@ -65,8 +65,8 @@ TEST_CASE("variables_of and calls_of list what an expression reads, in order") {
 TEST_CASE("maps know their shapes, parameter counts and intermediates") {
   using M = std::remove_cv_t<decltype(f)>;
   constexpr auto shape = M::shape(784);
-  static_assert(shape.size() == 3 && shape[0].dense && shape[0].in == 784 && shape[0].out == 16);
-  static_assert(!shape[1].dense && shape[2].out == 784);
+  static_assert(shape.size() == 3 && shape[0].parameters == 784 * 16 + 16 && shape[0].in == 784 && shape[0].out == 16);
+  static_assert(shape[1].parameters == 0 && shape[2].out == 784);
   static_assert(M::parameter_count(784) == 784 * 16 + 16 + 16 * 784 + 784);
   static_assert(M::intermediate_count(784) == 16);
   CHECK(M::describe(784) == "784 -> 16 -> tanh -> 784");

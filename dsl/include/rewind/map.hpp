@@ -48,29 +48,60 @@ struct declared_range {
   static constexpr rational lo{LN, LD}, hi{HN, HD};
 };
 
-/// One layer of a map at run time: a dense layer (in -> out) or an activation (width).
+/// One layer of a map at run time: in -> out per sample, and its learned scalars.
 struct layer_shape {
-  bool dense = false;
-  std::size_t in = 0, out = 0;
+  std::size_t in = 0, out = 0, parameters = 0;
 };
 
-namespace detail {
-template <class T> inline constexpr bool is_dense = false;
-template <std::size_t N> inline constexpr bool is_dense<dense_layer<N>> = true;
-template <class T> inline constexpr bool is_activation = false;
-template <class F> inline constexpr bool is_activation<elementwise<F>> = true;
-}  // namespace detail
+/// What the language knows of a layer kind; how it runs is the engine's (one header per kind
+/// under rewind/engine/layers/). A kind specialises layer_kind with
+///   out(in, width)              outputs per sample for `in` inputs, in a state of `width`
+///   parameter_count(in, out)    learned scalars
+///   fixed_width                 the output width it sets (0: the state's), or none (-1: its
+///                               input's), for E008
+///   keeps_output                whether its backward pass reads its output (explain's count)
+///   bound(x)                    its output's limit at x = -inf or +inf (the map's range when it
+///                               is the last layer)
+///   describe(width)             its part of "784 -> 16 -> tanh -> 784"
+template <class L>
+struct layer_kind;
+
+template <std::size_t N>
+struct layer_kind<dense_layer<N>> {
+  static constexpr std::size_t out(std::size_t, std::size_t width) { return N == 0 ? width : N; }
+  static constexpr std::size_t parameter_count(std::size_t in, std::size_t out) { return out * in + out; }
+  static constexpr long long fixed_width = static_cast<long long>(N);
+  static constexpr bool keeps_output = false;
+  static constexpr double bound(double x) { return x; }
+  static std::string describe(std::size_t width) {
+    return N == 0 ? (width ? std::to_string(width) : std::string("W")) : std::to_string(N);
+  }
+};
+
+template <class F>
+struct layer_kind<elementwise<F>> {
+  static constexpr std::size_t out(std::size_t in, std::size_t) { return in; }
+  static constexpr std::size_t parameter_count(std::size_t, std::size_t) { return 0; }
+  static constexpr long long fixed_width = -1;
+  static constexpr bool keeps_output = true;
+  static constexpr double bound(double x) { return F::bound(x); }
+  static std::string describe(std::size_t) { return std::string(F::name); }
+};
+
+/// A layer of a map: a type with a layer_kind.
+template <class L>
+concept map_layer = requires { layer_kind<L>::out(std::size_t{}, std::size_t{}); };
 
 template <class Name, class Slope, class Range, class... Layers>
 struct learned_map : detail::map_tag {
   static constexpr std::string_view name = Name::view();
   static constexpr std::size_t depth = sizeof...(Layers);
-  static constexpr std::size_t activation_count = (std::size_t{detail::is_activation<Layers>} + ... + 0);
+  static constexpr std::size_t activation_count = (std::size_t{layer_kind<Layers>::keeps_output} + ... + 0);
   static constexpr bool slope_declared = !std::is_same_v<Slope, undeclared_slope>;
   using slope_type = Slope;
   static constexpr bool range_declared = !std::is_same_v<Range, undeclared_range>;
   using range_type = Range;
-  /// The layers, as objects: dense_layer<N> and elementwise<Fn>.
+  /// The layers, as objects (dense_layer<N>, elementwise<Fn>, ...).
   static constexpr auto layers() { return hana::make_tuple(Layers{}...); }
 
   /// f(e): a call of this map on an expression.
@@ -120,13 +151,9 @@ struct learned_map : detail::map_tag {
     std::size_t w = width, i = 0;
     (
         [&] {
-          if constexpr (detail::is_dense<Layers>) {
-            const std::size_t o = Layers::width == 0 ? width : Layers::width;
-            out[i++] = {true, w, o};
-            w = o;
-          } else {
-            out[i++] = {false, w, w};
-          }
+          const std::size_t o = layer_kind<Layers>::out(w, width);
+          out[i++] = {w, o, layer_kind<Layers>::parameter_count(w, o)};
+          w = o;
         }(),
         ...);
     return out;
@@ -134,55 +161,38 @@ struct learned_map : detail::map_tag {
   /// Number of learned scalars (weights and biases) for a state of the given width.
   static constexpr std::size_t parameter_count(std::size_t width) {
     std::size_t n = 0;
-    for (const auto& l : shape(width))
-      if (l.dense) n += l.out * l.in + l.out;
+    for (const auto& l : shape(width)) n += l.parameters;
     return n;
   }
-  /// Number of scalars per sample the map keeps for its backward pass (activation outputs).
+  /// Number of scalars per sample the map keeps for its backward pass (the outputs of the layers
+  /// whose backward reads them: activations).
   static constexpr std::size_t intermediate_count(std::size_t width) {
-    std::size_t n = 0;
-    for (const auto& l : shape(width))
-      if (!l.dense) n += l.out;
+    constexpr std::array<bool, sizeof...(Layers)> keeps{layer_kind<Layers>::keeps_output...};
+    std::size_t n = 0, k = 0;
+    for (const auto& l : shape(width)) n += keeps[k++] ? l.out : 0;
     return n;
   }
   /// The limit of the last layer at x = -inf or +inf: an activation's, or x itself (a dense layer).
   static constexpr double last_layer_bound(double x) {
     using last = typename decltype((std::type_identity<Layers>{}, ...))::type;
-    if constexpr (detail::is_activation<last>) return last::function::bound(x);
-    else return x;
+    return layer_kind<last>::bound(x);
   }
 
   /// "784 -> 16 -> tanh -> 784" for a state of width 784 ("W" when width is 0).
   static std::string describe(std::size_t width = 0) {
     std::string s = width ? std::to_string(width) : "W";
-    std::size_t i = 0;
-    (
-        [&] {
-          if constexpr (detail::is_dense<Layers>)
-            s += " -> " + (Layers::width == 0 ? (width ? std::to_string(width) : std::string("W"))
-                                              : std::to_string(Layers::width));
-          else s += " -> " + std::string(Layers::function::name);
-          ++i;
-        }(),
-        ...);
+    ((s += " -> " + layer_kind<Layers>::describe(width)), ...);
     return s;
   }
 };
 
 namespace detail {
-template <class L>
-constexpr std::size_t dense_width_or_max() {
-  if constexpr (is_dense<L>) return L::width;
-  else return std::numeric_limits<std::size_t>::max();
-}
+/// Does the last layer that sets a width set the state's (or does none set one)?
 template <class... Layers>
 constexpr bool output_is_state_width() {
-  std::size_t last = std::numeric_limits<std::size_t>::max();
-  ((last = dense_width_or_max<Layers>() == std::numeric_limits<std::size_t>::max()
-               ? last
-               : dense_width_or_max<Layers>()),
-   ...);
-  return last == std::numeric_limits<std::size_t>::max() || last == 0;
+  long long last = -1;
+  ((last = layer_kind<Layers>::fixed_width < 0 ? last : layer_kind<Layers>::fixed_width), ...);
+  return last <= 0;
 }
 }  // namespace detail
 
@@ -190,7 +200,7 @@ constexpr bool output_is_state_width() {
 template <fixed_string Name, class... Layers>
 constexpr auto map(Layers...) {
   static_assert(sizeof...(Layers) > 0, REWIND_E012);
-  static_assert(((detail::is_dense<Layers> || detail::is_activation<Layers>) && ...),
+  static_assert((map_layer<Layers> && ...),
                 "rewind: the layers of a map are dense<N>, dense_same, or activations such as "
                 "rwd::tanh");
   static_assert(detail::output_is_state_width<Layers...>(), REWIND_E008);

@@ -20,6 +20,8 @@
 #include <rewind/engine.hpp>
 #include <rewind/map.hpp>
 #include <rewind/pointwise.hpp>
+#include <rewind/engine/layers/activation.hpp>
+#include <rewind/engine/layers/dense.hpp>
 #include <rewind/engine/parameter_file.hpp>
 
 namespace rwd {
@@ -27,13 +29,14 @@ namespace rwd {
 template <class M>
 struct map_layout {
   static constexpr std::size_t depth = M::depth;
-  static constexpr auto kinds() {
-    return hana::unpack(M::layers(), [](auto... l) { return std::array<bool, depth>{detail::is_dense<decltype(l)>...}; });
+  /// Each layer's needs (its kind's layer_rule<K>::buffers).
+  static constexpr std::array<layer_buffers, depth> buffers() {
+    return hana::unpack(M::layers(), [](auto... l) { return std::array<layer_buffers, depth>{layer_rule<decltype(l)>::buffers...}; });
   }
-  /// Is layer k a dense layer whose output goes straight into the activation k + 1?
+  /// Does layer k leave its bias to layer k + 1 and write into its buffer?
   static constexpr bool fused(std::size_t k) {
-    constexpr auto dense = kinds();
-    return dense[k] && k + 1 < depth && !dense[k + 1];
+    constexpr auto b = buffers();
+    return b[k].hands_bias_to_next && k + 1 < depth && b[k + 1].takes_bias_of_previous;
   }
   /// Scalars per sample of the stage buffers of one call.
   static constexpr std::size_t stage_size(std::size_t width) {
@@ -41,19 +44,22 @@ struct map_layout {
     for (const auto& s : M::shape(width)) n += fused(k++) ? 0 : s.out;
     return n;
   }
-  /// Scalars per sample of the backward scratch (not counting the output cotangent and result).
+  /// Scalars per sample of the backward scratch (not counting the output cotangent and result):
+  /// the input cotangents of the layers that write their own, but the first such layer's.
   static constexpr std::size_t scratch_size(std::size_t width) {
-    std::size_t n = 0;
+    constexpr auto b = buffers();
+    std::size_t n = 0, k = 0;
     bool first = true;
     for (const auto& s : M::shape(width))
-      if (s.dense) {
+      if (b[k++].own_input_cotangent) {
         if (!first) n += s.in;
         first = false;
       }
     return n;
   }
-  /// Is the map's output a buffer of its own (so a cotangent may overwrite it)?
-  static constexpr bool output_is_dense() { return kinds()[depth - 1]; }
+  /// May the output cotangent overwrite the map's output (its last layer's backward does not
+  /// read it)?
+  static constexpr bool output_free_in_backward() { return !buffers()[depth - 1].backward_reads_output; }
 
   /// Output k's buffer in a call's stages, laid out one after the other (a fused dense layer
   /// writes into its activation's buffer).
@@ -76,19 +82,20 @@ struct map_layout {
     const auto shape = M::shape(width);
     for (std::size_t k = 0, off = 0; k < depth; ++k) {
       at[k] = off;
-      if (shape[k].dense) off += shape[k].out * shape[k].in + shape[k].out;
+      off += shape[k].parameters;
     }
     return at;
   }
-  /// Where dense layer k writes its input cotangent in the backward pass: the first dense layer
-  /// straight into vjp, the others one after the other in scratch.
+  /// Where layer k writes its input cotangent in the backward pass, for the layers that write
+  /// their own: the first such layer straight into vjp, the others one after the other in scratch.
   template <class T>
   static std::array<T*, depth> cotangent_targets(T* scratch, T* vjp, std::size_t width, std::size_t batch) {
+    constexpr auto b = buffers();
     std::array<T*, depth> at{};
     const auto shape = M::shape(width);
     bool first = true;
     for (std::size_t k = 0; k < depth; ++k)
-      if (shape[k].dense) {
+      if (b[k].own_input_cotangent) {
         at[k] = first ? vjp : scratch;
         if (!first) scratch += shape[k].in * batch;
         first = false;
@@ -112,7 +119,7 @@ struct update_plan {
   template <class Step>
   static constexpr bool cotangent_in_output() {
     using C = typename Step::call_type;
-    if constexpr (!map_layout<typename C::map_type>::output_is_dense()) return false;
+    if constexpr (!map_layout<typename C::map_type>::output_free_in_backward()) return false;
     else
       return !hana::unpack(Adjoint::steps(), [](auto... s) {
         return (step_reads_call<C>(s) || ... || false);
@@ -271,8 +278,9 @@ struct parameter_layout {
     return h;
   }
 
-  /// Glorot-uniform weights (each map's last dense layer scaled by output_scale) and zero
-  /// biases, from std::mt19937_64(seed) in arena order: the same on every machine and backend.
+  /// Each layer's starting values (layer_rule<K>::initialise: Glorot-uniform weights, zero
+  /// biases; each map's last layer with parameters scaled by output_scale), from
+  /// std::mt19937_64(seed) in arena order: the same on every machine and backend.
   template <class T>
   void initialise(std::span<T> params, std::uint64_t seed, double output_scale) const {
     std::mt19937_64 rng(seed);
@@ -285,51 +293,20 @@ struct parameter_layout {
     for (std::size_t l = 0; l < depth; ++l)
       hana::for_each(Maps{}, [&](auto t) {
         using M = typename decltype(t)::type;
-        std::size_t off = offset<M>(l);
         const auto shape = M::shape(width);
-        std::size_t last_dense = 0;
-        for (std::size_t k = 0; k < shape.size(); ++k) last_dense = shape[k].dense ? k : last_dense;
-        for (std::size_t k = 0; k < shape.size(); ++k)
-          if (shape[k].dense) {
-            fill(&params[off], shape[k].out, shape[k].in, k == last_dense ? output_scale : 1.0);
-            off += shape[k].out * shape[k].in + shape[k].out;
-          }
+        const auto at = map_layout<M>::offsets(width);
+        std::size_t last_learned = 0;
+        for (std::size_t k = 0; k < shape.size(); ++k) last_learned = shape[k].parameters ? k : last_learned;
+        std::size_t k = 0;
+        hana::for_each(M::layers(), [&](auto layer) {
+          if constexpr (requires(T* p, const layer_shape& s) { layer_rule<decltype(layer)>::initialise(p, s, 1.0, fill); })
+            layer_rule<decltype(layer)>::initialise(&params[offset<M>(l) + at[k]], shape[k], k == last_learned ? output_scale : 1.0, fill);
+          ++k;
+        });
       });
     fill(&params[head], classes, width, 1.0);
   }
 };
-
-/// The closed-form memory of one training step of Block stacked `depth` times, in bytes, for
-/// the float modes (stored, reversible, checkpointed with segments of `segment` layers), as the
-/// CUDA backend lays it out (the CPU backend splits the batch into chunks and plans its own):
-/// the state and cotangents; the tape (stored: per layer and update, the target's old value
-/// and the calls' buffers; checkpointed: one state per segment boundary below the top); and
-/// the largest workspace: the head's logits, or an update's call and step buffers
-/// (stored: its step buffers, less the tape of the updates after it, freed by then).
-template <class Block>
-memory_plan step_plan(mode m, std::size_t width, std::size_t batch, std::size_t classes, std::size_t depth, std::size_t segment,
-                      std::size_t bytes) {
-  using State = std::remove_const_t<decltype(Block::state())>;
-  using Params = std::remove_const_t<decltype(Block::params())>;
-  constexpr std::size_t ns = Block::state_size;
-  const std::size_t wb = width * batch;
-  memory_plan p;
-  p.state_bytes = 2 * ns * wb * bytes;
-  std::size_t tape = 0;
-  long long widest = static_cast<long long>(classes * batch), freed = 0;
-  hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
-    using P = update_plan<State, Params, decltype(u)>;
-    const std::size_t entry = (width + P::calls_size(width)) * batch;
-    tape += entry;
-    const long long ws = m == mode::stored ? static_cast<long long>(P::steps_size(width) * batch) - freed
-                                           : static_cast<long long>((P::calls_size(width) + P::steps_size(width)) * batch);
-    widest = std::max(widest, ws);
-    freed += static_cast<long long>(entry);
-  });
-  p.tape_bytes = m == mode::stored ? depth * tape * bytes : m == mode::checkpointed ? (depth - 1) / segment * ns * wb * bytes : 0;
-  p.workspace_bytes = static_cast<std::size_t>(widest) * bytes;
-  return p;
-}
 
 /// Layers per segment of mode::checkpointed: as asked, or (0) floor(L*/2) from the block's budget
 /// (16 when the budget is data-dependent, the whole depth when it is unlimited).

@@ -11,6 +11,7 @@ namespace rwd {
 
 template <class Fn>
 struct layer_rule<elementwise<Fn>> {
+  static constexpr layer_buffers buffers{.takes_bias_of_previous = true, .backward_reads_output = true};
   template <class T, class Exec>
   static void forward(const Exec& e, const layer_forward<T>& l) {
     if (l.bias_before) e.template bias<Fn>(l.y, l.bias_before, l.shape.out, l.batch);  // y holds W u

@@ -9,6 +9,12 @@ namespace rwd {
 
 template <std::size_t N>
 struct layer_rule<dense_layer<N>> {
+  static constexpr layer_buffers buffers{.hands_bias_to_next = true, .own_input_cotangent = true};
+  /// Glorot-uniform weights, zero biases.
+  template <class T, class Glorot>
+  static void initialise(T* params, const layer_shape& s, double scale, Glorot& glorot) {
+    glorot(params, s.out, s.in, scale);
+  }
   template <class T, class Exec>
   static void forward(const Exec& e, const layer_forward<T>& l) {
     const auto& s = l.shape;

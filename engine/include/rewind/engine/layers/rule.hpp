@@ -32,8 +32,23 @@ struct layer_backward {
   T* dx = nullptr;      // where the input cotangent goes when the layer writes one of its own
 };
 
-/// The rules of a layer kind: forward(exec, layer_forward) and backward(exec, layer_backward),
-/// which returns the buffer holding the input cotangent.
+/// What a layer kind's rules need of the buffers of a call (rwd::map_layout lays them out):
+///   hands_bias_to_next      it may leave its bias to the layer after it (which then writes its
+///                           output into that layer's buffer: one pass instead of two)
+///   takes_bias_of_previous  it can apply such a bias in its own pass
+///   own_input_cotangent     its backward writes the input cotangent into a buffer of its own
+///                           (`in` per sample; the first layer of a map writes the map's)
+///                           rather than in place over the output cotangent
+///   backward_reads_output   its backward reads its output (the call's output may then not be
+///                           overwritten by the output cotangent)
+struct layer_buffers {
+  bool hands_bias_to_next = false, takes_bias_of_previous = false, own_input_cotangent = false, backward_reads_output = false;
+};
+
+/// The rules of a layer kind: its buffers (a layer_buffers), forward(exec, layer_forward),
+/// backward(exec, layer_backward), which returns the buffer holding the input cotangent, and,
+/// for a kind with parameters, initialise(params, shape, scale, glorot): its starting values,
+/// glorot(p, rows, cols, scale) drawing rows x cols Glorot-uniform values in order.
 template <class Layer>
 struct layer_rule {
   static_assert(sizeof(Layer) == 0, "rewind: no rules for this layer kind (add a header under rewind/engine/layers/)");
