@@ -7,13 +7,51 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include <rewind/cpu.hpp>
 #include <rewind/engine/map_runner.hpp>
 
+#include "../dsl/blocks.hpp"
 #include "reference.hpp"
+
+// A layer kind the library does not have, added the way a new kind is added (ARCHITECTURE.md):
+// a linear layer without a bias, y = W u. The language learns its shape from layer_kind, the
+// engine its buffers, passes and initialisation from layer_rule; nothing else is touched.
+template <std::size_t N>
+struct linear_layer {};
+
+template <std::size_t N>
+struct rwd::layer_kind<linear_layer<N>> {
+  static constexpr std::size_t out(std::size_t, std::size_t width) { return N == 0 ? width : N; }
+  static constexpr std::size_t parameter_count(std::size_t in, std::size_t out) { return out * in; }
+  static constexpr long long fixed_width = static_cast<long long>(N);
+  static constexpr bool keeps_output = false;
+  static constexpr double bound(double x) { return x; }
+  static std::string describe(std::size_t) { return "linear " + std::to_string(N); }
+};
+
+template <std::size_t N>
+struct rwd::layer_rule<linear_layer<N>> {
+  static constexpr layer_buffers buffers{.own_input_cotangent = true};
+  template <class T, class Glorot>
+  static void initialise(T* params, const layer_shape& s, double scale, Glorot& glorot) {
+    glorot(params, s.out, s.in, scale);
+  }
+  template <class T, class Exec>
+  static void forward(const Exec& e, const layer_forward<T>& l) {
+    e.gemm(false, false, l.shape.out, l.batch, l.shape.in, l.params, l.x, T(0), l.y);
+  }
+  template <class T, class Exec>
+  static T* backward(const Exec& e, const layer_backward<T>& l) {
+    e.gemm(false, true, l.shape.out, l.shape.in, l.batch, l.g, l.x, T(1), l.grads);  // dW += g u^T
+    e.gemm(true, false, l.shape.in, l.batch, l.shape.out, l.params, l.g, T(0), l.dx);  // du = W^T g
+    return l.dx;
+  }
+};
 
 namespace {
 
@@ -102,6 +140,9 @@ inline constexpr auto activation_first = rwd::map<"b">(rwd::tanh, rwd::dense_sam
 inline constexpr auto activation_last = rwd::map<"c">(rwd::dense<6>, rwd::sigmoid, rwd::dense_same, rwd::tanh);
 inline constexpr auto activations_only = rwd::map<"d">(rwd::tanh, rwd::sigmoid);
 inline constexpr auto one_dense = rwd::map<"e">(rwd::dense_same);
+inline constexpr auto new_kind = rwd::map<"g">(linear_layer<5>{}, rwd::tanh, linear_layer<0>{});
+static_assert(decltype(new_kind)::parameter_count(6) == 5 * 6 + 6 * 5);
+static_assert(rwd::map_layout<std::remove_cv_t<decltype(new_kind)>>::scratch_size(6) == 5);  // the second linear's input cotangent
 inline constexpr auto exp_gate = rwd::map<"f">(rwd::dense<2>, rwd::exp, rwd::dense<7>, rwd::dense_same, rwd::tanh);
 
 }  // namespace
@@ -113,4 +154,22 @@ TEST_CASE("the map runner through a plain-loop executor agrees with Eigen's, and
   check_map(activations_only);
   check_map(one_dense);
   check_map(exp_gate);
+}
+
+TEST_CASE("a layer kind added through layer_kind and layer_rule alone runs on every executor, with its starting values") {
+  using M = std::remove_cv_t<decltype(new_kind)>;
+  CHECK(M::describe(6) == "6 -> linear 5 -> tanh -> linear 0");
+  check_map(new_kind);
+  // its initialise is called: Glorot-uniform values, the last learned layer at output_scale
+  using namespace rwd::literals;
+  constexpr auto b = rwd::block(test_blocks::v = 0.5_c * test_blocks::v + new_kind(test_blocks::x), test_blocks::x = test_blocks::x + test_blocks::v);
+  const rwd::parameter_layout<std::remove_cv_t<decltype(b)>> arena(6, 1, 2);
+  std::vector<double> params(arena.total);
+  arena.initialise(std::span<double>(params), 1, 0.5);
+  const auto first = std::max_element(params.begin(), params.begin() + 30, [](double a, double c) { return std::abs(a) < std::abs(c); });
+  const auto second = std::max_element(params.begin() + 30, params.begin() + 60, [](double a, double c) { return std::abs(a) < std::abs(c); });
+  CHECK(std::abs(*first) <= std::sqrt(6.0 / 11));
+  CHECK(std::abs(*first) > 0.2);
+  CHECK(std::abs(*second) <= 0.5 * std::sqrt(6.0 / 11));
+  CHECK(std::abs(*second) > 0.1);
 }

@@ -21,9 +21,11 @@
 // are stated once, in the dsl. The CPU backend's executor is Eigen, the CUDA backend's cuBLAS and
 // kernels, the tests' a plain loop in double (tests/engine/test_map_runner.cpp).
 //
-// Adding a layer kind (a convolution, a normalization): a header under layers/ specialising
-// rwd::layer_rule for it, with forward and backward over the primitives (new primitives go into
-// every executor), and its shape, parameter count and buffers in rwd::map_layout.
+// Adding a layer kind (a convolution, a normalization): rwd::layer_kind for what the language
+// knows of it (shape, parameter count, range; dsl/map.hpp says what), and a header under layers/
+// specialising rwd::layer_rule: its layer_buffers (from which rwd::map_layout places a call's
+// buffers), forward and backward over the primitives (new primitives go into every executor),
+// and its initialisation. tests/engine/test_map_runner.cpp adds a kind that way.
 #pragma once
 
 #include <array>
