@@ -88,11 +88,11 @@ struct executor {
   }
 };
 
-/// A model of Block stacked `depth` times whose step runs through the reference executor: the
-/// whole batch as one lane, host vectors for every buffer.
-template <class Block>
+/// A model of Block stacked `depth` times whose step runs through a host executor (the
+/// reference's by default): the whole batch as one lane, host vectors for every buffer.
+template <class Block, class Exec = executor>
 class model {
-  using engine_type = rwd::step_engine<double, Block, executor>;
+  using engine_type = rwd::step_engine<double, Block, Exec>;
   static constexpr std::size_t ns = Block::state_size;
 
  public:
@@ -181,7 +181,7 @@ class model {
 
   engine_type engine() const {
     return engine_type({o_.width, o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
-                       executor{&bindings_});
+                       Exec{&bindings_});
   }
 
   rwd::options o_;

@@ -1,14 +1,15 @@
 // The laws of a step, for every block of tests/dsl/blocks.hpp and more (14 blocks), through every
 // executor this build has on the host: the reference executor (plain loops over the dsl's element
-// evaluator, double) is the oracle; the CPU executor (Eigen, chunks of the batch) is held to it.
+// evaluator, double) is the oracle; the CPU executor (Eigen, chunks of the batch) and the CUDA
+// executor's functors run on the host (cuda_functors.hpp) are held to it.
 //   inverse after forward = identity          (one layer, the dsl's derived inverse)
 //   <J u, w> = <u, adjoint(w)>                (one layer, state and parameters; J u by central
 //                                              differences in double)
 //   reversible = checkpointed = stored        (whole steps)
 //   the gradient = central differences of the loss along a random direction
-//   the CPU executor's loss and gradients = the reference's, in double, in every mode, and its
-//   tracked peak = its closed-form plan
-// The GPU's executor is held to the CPU's by tests/cuda (on a GPU).
+//   the CPU executor's and the CUDA functors' loss and gradients = the reference's, in double,
+//   in every mode, and the CPU's tracked peak = its closed-form plan
+// The GPU itself (cuBLAS, streams) is held to the CPU by tests/cuda, on a GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <rewind/cpu.hpp>
 
 #include "../dsl/blocks.hpp"
+#include "cuda_functors.hpp"
 #include "reference.hpp"
 
 using namespace test_blocks;
@@ -135,7 +137,7 @@ void check_laws(Block b, const rwd::env& bindings = {}) {
   ref.parameters() = theta;
   CHECK((up - down) / (2 * h) == doctest::Approx(dot(stored, dir)).epsilon(1e-6));
 
-  // the CPU executor: the same numbers as the reference, and its peak = its plan
+  // the CPU executor and the CUDA functors: the same numbers as the reference; the CPU's peak = its plan
   for (rwd::mode m : {rwd::mode::stored, rwd::mode::reversible, rwd::mode::checkpointed}) {
     CAPTURE(rwd::to_string(m));
     rwd::cpu::model<double, Block> cpu(b, depth, m == rwd::mode::checkpointed ? segments : o, bindings);
@@ -146,6 +148,11 @@ void check_laws(Block b, const rwd::env& bindings = {}) {
     CHECK(cpu.memory().peak() == cpu.plan(m).total());
     CHECK(max_diff(held(cpu.gradients()), stored) <= 1e-10 * scale);
     CHECK(max_diff(held(cpu.input_gradient()), stored_input) <= 1e-10 * input_scale);
+    reference::model<Block, cuda_functors::executor> gpu_arithmetic(b, depth, m == rwd::mode::checkpointed ? segments : o, bindings);
+    gpu_arithmetic.parameters() = theta;
+    CHECK(gpu_arithmetic.loss_and_gradient(data, labels, m) == doctest::Approx(loss).epsilon(1e-13));
+    CHECK(max_diff(gpu_arithmetic.gradients(), stored) <= 1e-10 * scale);
+    CHECK(max_diff(gpu_arithmetic.input_gradient(), stored_input) <= 1e-10 * input_scale);
   }
 }
 
