@@ -15,6 +15,16 @@
 
 namespace rwd {
 
+/// The reconstructed input of every layer when `model` rewinds from a whole final state (its
+/// rewind_each): entry l is layer l's, entry depth the final state itself.
+template <class Model, class T = typename Model::scalar>
+std::vector<std::vector<T>> rewind_trace(Model& model, const std::vector<T>& final_state) {
+  std::vector<std::vector<T>> trace(model.depth() + 1);
+  trace[model.depth()] = final_state;
+  model.rewind_each(final_state, [&](std::size_t l, std::span<const T> state) { trace[l].assign(state.begin(), state.end()); });
+  return trace;
+}
+
 /// The audit of `model` (a CPU or CUDA model: loss_and_gradient, gradients(), input_gradient(),
 /// forward_trace() and rewind_each()) on one batch, mode m against mode::stored. The model's
 /// gradients are mode m's afterwards.

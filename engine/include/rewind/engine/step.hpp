@@ -155,6 +155,18 @@ class step_engine {
     if (m == mode::checkpointed) return (depth - 1) / segment * ns * width * batch;
     return 0;
   }
+  /// The closed-form memory of a step run as one lane of the whole batch in mode m (stored,
+  /// reversible or checkpointed), its gradients written in place: the state and cotangents, the
+  /// tape, one workspace. (The CPU runs chunks on threads: a workspace per thread and a gradient
+  /// slab per chunk instead.)
+  static memory_plan whole_batch_plan(mode m, std::size_t width, std::size_t batch, std::size_t classes, std::size_t depth,
+                                      std::size_t segment) {
+    memory_plan p;
+    p.state_bytes = 2 * ns * width * batch * sizeof(T);
+    p.tape_bytes = tape_size(m, width, batch, depth, segment) * sizeof(T);
+    p.workspace_bytes = work_per_sample(m, width, classes) * batch * sizeof(T);
+    return p;
+  }
   /// Does the exact update need a buffer for g, or is g already one (a variable, a map call)?
   template <class U>
   static constexpr bool g_needs_buffer() {

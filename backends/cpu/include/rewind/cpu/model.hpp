@@ -164,12 +164,7 @@ class model {
 
   /// Rewinds from a whole final state; entry l is the reconstructed input of layer l (entry
   /// depth is the final state itself).
-  std::vector<std::vector<T>> rewind_trace(const std::vector<T>& final_state) {
-    std::vector<std::vector<T>> trace(depth_ + 1);
-    trace[depth_] = final_state;
-    rewind_each(final_state, [&](std::size_t l, std::span<const T> state) { trace[l].assign(state.begin(), state.end()); });
-    return trace;
-  }
+  std::vector<std::vector<T>> rewind_trace(const std::vector<T>& final_state) { return rwd::rewind_trace(*this, final_state); }
   /// Rewinds from a whole final state (variables one after the other), calling visit(l, state)
   /// with the reconstructed input of each layer l from the top.
   template <class Visit>

@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <rewind/engine.hpp>
@@ -192,31 +194,13 @@ class model {
 
   /// The whole state (variables one after the other) at the input and after every layer.
   std::vector<std::vector<T>> forward_trace(std::span<const T> batch) {
-    rwd::check_batch(batch, o_.width, o_.batch);
-    queue_parameter_check();
-    check_parameters();
-    states st(*this);
-    upload(st.s[input_].data(), batch.data(), batch.size(), ctx_.stream());
-    queue_alpha_check();
-    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
-    lane ln = st.whole(work.data());
-    const engine_type eng = engine();
-    std::vector<std::vector<T>> trace{st.flat(*this)};
-    for (std::size_t l = 0; l < depth_; ++l) {
-      eng.forward_layer(l, ln, nullptr);
-      trace.push_back(st.flat(*this));
-    }
-    check_alphas();
+    std::vector<std::vector<T>> trace;
+    run_forward(batch, [&](const states& st) { trace.push_back(st.flat(*this)); });
     return trace;
   }
   /// Rewinds from a whole final state; entry l is the reconstructed input of layer l (entry
   /// depth is the final state itself).
-  std::vector<std::vector<T>> rewind_trace(const std::vector<T>& final_state) {
-    std::vector<std::vector<T>> trace(depth_ + 1);
-    trace[depth_] = final_state;
-    rewind_each(final_state, [&](std::size_t l, std::span<const T> state) { trace[l].assign(state.begin(), state.end()); });
-    return trace;
-  }
+  std::vector<std::vector<T>> rewind_trace(const std::vector<T>& final_state) { return rwd::rewind_trace(*this, final_state); }
   /// Rewinds from a whole final state (variables one after the other), calling visit(l, state)
   /// with the reconstructed input of each layer l from the top.
   template <class Visit>
@@ -264,12 +248,7 @@ class model {
   /// one per thread, for its chunks, and a gradient slab per chunk).
   memory_plan plan(mode m) const {
     if (m == mode::exact) throw error("rewind: mode::exact runs on the CPU backend");
-    const std::size_t bytes = sizeof(T);
-    memory_plan p;
-    p.state_bytes = 2 * ns * o_.width * o_.batch * bytes;
-    p.tape_bytes = engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_) * bytes;
-    p.workspace_bytes = engine_type::work_per_sample(m, o_.width, o_.classes) * o_.batch * bytes;
-    return p;
+    return engine_type::whole_batch_plan(m, o_.width, o_.batch, o_.classes, depth_, segment_);
   }
 
   /// Writes the parameters to `path` atomically, in the CPU model's format (a file saved by
@@ -411,7 +390,10 @@ class model {
     if (bad) throw error("rewind: a parameter is not finite (the step's gradients are void)");
   }
 
-  states run_forward(std::span<const T> batch) {
+  /// The whole stack forward from an input batch, nothing kept; `visit(states)`, when given, sees
+  /// the input and the state after every layer.
+  template <class Visit = std::nullptr_t>
+  states run_forward(std::span<const T> batch, const Visit& visit = nullptr) {
     rwd::check_batch(batch, o_.width, o_.batch);
     queue_parameter_check();
     check_parameters();
@@ -421,7 +403,11 @@ class model {
     device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
     lane ln = st.whole(work.data());
     const engine_type eng = engine();
-    for (std::size_t l = 0; l < depth_; ++l) eng.forward_layer(l, ln, nullptr);
+    if constexpr (!std::is_null_pointer_v<Visit>) visit(st);
+    for (std::size_t l = 0; l < depth_; ++l) {
+      eng.forward_layer(l, ln, nullptr);
+      if constexpr (!std::is_null_pointer_v<Visit>) visit(st);
+    }
     check_alphas();
     return st;
   }
