@@ -31,16 +31,18 @@ struct bar : expr_node {
   static std::string text(const print_context&) { return std::string(V::name) + "bar"; }
 };
 
-/// Fn'(a), elementwise.                                       // d fn(a) = fn'(a) * da
+/// Fn'(a), elementwise: the function's derivative rule (functions.hpp). The adjoint's own node,
+/// never differentiated again.
 template <class Fn, expression A>
-struct derivative : expr_node {
+struct derivative : node<A> {
   using function = Fn;
   using argument = A;
-  static constexpr auto children() { return hana::make_tuple(A{}); }
   static int precedence(const print_context&) { return detail::prec_atom; }
   static std::string text(const print_context& c) {
     return std::string(Fn::name) + "'(" + A::text(c) + ")";
   }
+  template <class X>
+  REWIND_HOST_DEVICE static constexpr auto value(const X& a) { return fn::derivative<Fn>(a); }
 };
 
 /// J_f(a)^T cot: the input cotangent of the map call f(a), made by its backward step.
@@ -129,34 +131,23 @@ constexpr bool reads_call(E) {
 }
 
 /// Reverse-mode differentiation of E with output cotangent Cot: the contributions to the
-/// cotangents of the state variables E reads, and the backward steps of the maps it calls.
+/// cotangents of the state variables E reads, and the backward steps of the maps it calls. A
+/// node hands its operands the cotangents of its partials rule.
 template <expression E, expression Cot>
 constexpr auto vjp(E, Cot cot) {
   using detail::contribution;
   if constexpr (state_variable<E>) return hana::make_tuple(contribution<E, Cot>{});
   else if constexpr (is_scalar(E{})) return hana::make_tuple();  // constants, runtime scalars
-  else if constexpr (detail::is_neg<E>)                           // d(-a) = -da
-    return vjp(typename E::negated{}, make_neg(cot));
-  else if constexpr (detail::is_apply<E>) {  // d fn(a) = fn'(a) * da
-    using A = typename E::argument_type;
-    return vjp(A{}, make_mul(derivative<typename E::function, A>{}, cot));
-  } else if constexpr (detail::is_call<E>) {  // d f(a) = J_f(a) da + (df/dtheta) dtheta
+  else if constexpr (detail::is_call<E>) {  // d f(a) = J_f(a) da + (df/dtheta) dtheta
     return hana::prepend(vjp(typename E::argument{}, map_vjp<E, Cot>{}),
                          map_backward_step<E, Cot>{});
   } else {
-    static_assert(detail::is_add<E> || detail::is_sub<E> || detail::is_mul<E>,
-                  "rewind: no adjoint for this node kind (a quotient belongs to the derived inverse only)");
-    return hana::unpack(E::children(), [cot](auto a, auto b) {
-      if constexpr (detail::is_add<E>)  // d(a + b) = da + db
-        return hana::concat(vjp(a, cot), vjp(b, cot));
-      else if constexpr (detail::is_sub<E>)  // d(a - b) = da - db
-        return hana::concat(vjp(a, cot), vjp(b, make_neg(cot)));
-      else if constexpr (is_scalar(a))  // d(c*b) = c*db
-        return vjp(b, make_mul(a, cot));
-      else if constexpr (is_scalar(b))  // d(a*c) = c*da
-        return vjp(a, make_mul(b, cot));
-      else  // elementwise: d(a*b) = b*da + a*db
-        return hana::concat(vjp(a, make_mul(b, cot)), vjp(b, make_mul(a, cot)));
+    static_assert(detail::states_partials<E>(),
+                  "rewind: no adjoint for this node kind: it states no partials rule (a quotient belongs to the derived inverse only)");
+    return hana::unpack(E::children(), [cot](auto... operand) {
+      return hana::unpack(hana::zip_with([](auto x, auto c) { return vjp(x, c); }, hana::make_tuple(operand...),
+                                         E::partials(operand..., cot)),
+                          [](auto... parts) { return hana::flatten(hana::make_tuple(parts...)); });
     });
   }
 }

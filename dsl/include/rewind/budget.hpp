@@ -150,9 +150,6 @@ constexpr std::array<double, N> linear_row(E, const std::array<double, budget_re
     row[index_in<E>(State{})] = 1;
   } else if constexpr (is_scalar(E{})) {
     // constants and runtime scalars: no dependence on the state
-  } else if constexpr (is_neg<E>) {
-    row = linear_row<State, N, Sources>(typename E::negated{}, s, bindings);
-    for (auto& r : row) r = -r;
   } else if constexpr (is_call<E> || is_apply<E>) {
     constexpr std::size_t k = [] {
       if constexpr (is_call<E>) return index_in<typename E::map_type>(Sources{});
@@ -161,23 +158,24 @@ constexpr std::array<double, N> linear_row(E, const std::array<double, budget_re
     row = linear_row<State, N, Sources>(hana::front(E::children()), s, bindings);
     for (auto& r : row) r *= s[k];
   } else {
-    static_assert(is_add<E> || is_sub<E> || is_mul<E>,
-                  "rewind: no linearisation for this node kind (a quotient belongs to the derived inverse only)");
-    hana::unpack(E::children(), [&](auto a, auto b) {
-      if constexpr (is_add<E> || is_sub<E>) {
-        const auto ra = linear_row<State, N, Sources>(a, s, bindings);
-        const auto rb = linear_row<State, N, Sources>(b, s, bindings);
-        for (std::size_t i = 0; i < N; ++i) row[i] = is_add<E> ? ra[i] + rb[i] : ra[i] - rb[i];
-      } else if constexpr (is_scalar(a)) {
-        row = linear_row<State, N, Sources>(b, s, bindings);
-        const double c = scalar_value(a, bindings);
-        for (auto& r : row) r *= c;
-      } else if constexpr (is_scalar(b)) {
-        row = linear_row<State, N, Sources>(a, s, bindings);
-        const double c = scalar_value(b, bindings);
-        for (auto& r : row) r *= c;
-      }
-      // a product of two state-dependent factors vanishes at the linearisation point 0
+    // a node: its operands' rows times its partials at the linearisation point, where a
+    // state-dependent operand is 0 (a product of two of them vanishes there)
+    static_assert(states_partials<E>(),
+                  "rewind: no linearisation for this node kind: it states no partials rule (a quotient belongs to the derived inverse only)");
+    hana::unpack(E::children(), [&](auto... operand) {
+      const auto point = [&](auto x) {
+        if constexpr (is_scalar(x)) return scalar_value(x, bindings);
+        else return 0.0;
+      };
+      const std::array<double, sizeof...(operand)> partial =
+          hana::unpack(E::partials(point(operand)..., 1.0), [](auto... p) { return std::array<double, sizeof...(p)>{p...}; });
+      std::size_t k = 0;
+      const auto add = [&](auto x) {
+        const auto r = linear_row<State, N, Sources>(x, s, bindings);
+        for (std::size_t i = 0; i < N; ++i) row[i] += partial[k] * r[i];
+        ++k;
+      };
+      (add(operand), ...);
     });
   }
   return row;

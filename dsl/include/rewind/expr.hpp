@@ -27,6 +27,7 @@
 #include "env.hpp"
 #include "fixed_string.hpp"
 #include "functions.hpp"
+#include "interval.hpp"
 #include "rational.hpp"
 
 namespace rwd {
@@ -118,85 +119,144 @@ using zero = constant<0>;
 using one = constant<1>;
 
 // --- interior nodes ------------------------------------------------------------------------------
+//
+// An interior node states its rules, and nothing else states them (the analyses and evaluators
+// fold over the tree and ask each node):
+//
+//   value(x...)         its value from its operands' values, with the arithmetic operators and
+//                       fn::math: numbers on any backend and in device code, whole array
+//                       expressions on the CPU (the Eigen lowering), double in the analyses
+//   range(interval...)  its range from its operands' ranges (interval arithmetic); a node
+//                       without one is refused by range_of, and so by the budget of an alpha
+//   partials(x..., c)   reverse mode: its operands' cotangents given its own, c. Written with
+//                       + - * only, so the same rule derives the symbolic adjoint (operands and
+//                       c are expressions) and the budget's linearisation (numbers: a
+//                       state-dependent operand is 0 at its point); a node without one is refused
+//                       by both
+//
+// plus its printing (text, precedence) and its operands (a type list, for device code, and
+// children(), for the analyses). Adding a node kind is one struct with these members; the
+// affine decomposition of an update (update.hpp) treats any node it does not name as not affine.
+
+namespace detail {
+template <class... Ts>
+struct type_list {};
+}  // namespace detail
+
+/// An interior node over the expressions Operands.
+template <expression... Operands>
+struct node : expr_node {
+  using operands = detail::type_list<Operands...>;
+  static constexpr auto children() { return hana::make_tuple(Operands{}...); }
+};
+
+template <class Fn, expression A>
+struct derivative;
 
 template <expression A>
-struct neg : expr_node {
+struct neg : node<A> {
   using expr_node::operator=;
   using negated = A;  // for the canonical forms: -(-a) => a, b + (-a) => b - a
-  static constexpr auto children() { return hana::make_tuple(A{}); }
   static int precedence(const print_context&) { return detail::prec_neg; }
   static std::string text(const print_context& c) {  // -(a + b), -a*b
     return "-" + detail::text_at<A>(c, detail::prec_product);
   }
+  template <class X>
+  REWIND_HOST_DEVICE static constexpr auto value(const X& a) { return -a; }
+  static constexpr interval range(interval a) { return {-a.hi, -a.lo}; }
+  template <class X, class C>
+  static constexpr auto partials(const X&, const C& c) { return hana::make_tuple(-c); }
 };
 
 template <expression A, expression B>
-struct add : expr_node {
+struct add : node<A, B> {
   using expr_node::operator=;
-  static constexpr auto children() { return hana::make_tuple(A{}, B{}); }
   static int precedence(const print_context&) { return detail::prec_sum; }
   static std::string text(const print_context& c) {
     return detail::text_at<A>(c, detail::prec_sum) + " + " + detail::text_at<B>(c, detail::prec_sum);
   }
+  template <class X, class Y>
+  REWIND_HOST_DEVICE static constexpr auto value(const X& a, const Y& b) { return a + b; }
+  static constexpr interval range(interval a, interval b) { return {a.lo + b.lo, a.hi + b.hi}; }
+  template <class X, class Y, class C>
+  static constexpr auto partials(const X&, const Y&, const C& c) { return hana::make_tuple(c, c); }
 };
 
 template <expression A, expression B>
-struct sub : expr_node {
+struct sub : node<A, B> {
   using expr_node::operator=;
-  static constexpr auto children() { return hana::make_tuple(A{}, B{}); }
   static int precedence(const print_context&) { return detail::prec_sum; }
   static std::string text(const print_context& c) {
     return detail::text_at<A>(c, detail::prec_sum) + " - " +
            detail::text_at<B>(c, detail::prec_product);
   }
+  template <class X, class Y>
+  REWIND_HOST_DEVICE static constexpr auto value(const X& a, const Y& b) { return a - b; }
+  static constexpr interval range(interval a, interval b) { return {a.lo - b.hi, a.hi - b.lo}; }
+  template <class X, class Y, class C>
+  static constexpr auto partials(const X&, const Y&, const C& c) { return hana::make_tuple(c, -c); }
 };
 
 template <expression A, expression B>
-struct mul : expr_node {
+struct mul : node<A, B> {
   using expr_node::operator=;
   using scaled_constant = A;  // for the canonical form c1*(c2*e) => (c1*c2)*e
   using scaled_operand = B;
-  static constexpr auto children() { return hana::make_tuple(A{}, B{}); }
   static int precedence(const print_context&) { return detail::prec_product; }
   static std::string text(const print_context& c) {
     // a leading negative constant needs no brackets: -1.5*v
     return detail::text_at<A>(c, detail::is_constant<A> ? detail::prec_neg : detail::prec_product) +
            "*" + detail::text_at<B>(c, detail::prec_atom);
   }
+  template <class X, class Y>
+  REWIND_HOST_DEVICE static constexpr auto value(const X& a, const Y& b) { return a * b; }
+  static constexpr interval range(interval a, interval b) { return detail::interval_product(a, b); }
+  template <class X, class Y, class C>  // d(a*b) = b*da + a*db
+  static constexpr auto partials(const X& a, const Y& b, const C& c) { return hana::make_tuple(b * c, a * c); }
 };
 
+/// No range and no partials: a quotient belongs to the derived inverse only, which is evaluated
+/// and never analysed or differentiated.
 template <expression A, expression B>
-struct quotient : expr_node {
+struct quotient : node<A, B> {
   using expr_node::operator=;
-  static constexpr auto children() { return hana::make_tuple(A{}, B{}); }
   static int precedence(const print_context&) { return detail::prec_product; }
   static std::string text(const print_context& c) {
     return detail::text_at<A>(c, detail::prec_product) + " / " + detail::text_at<B>(c, detail::prec_atom);
   }
+  template <class X, class Y>
+  REWIND_HOST_DEVICE static constexpr auto value(const X& a, const Y& b) { return a / b; }
 };
 
+/// An elementwise function: its rules are the function's own (functions.hpp).
 template <class Fn, expression A>
-struct apply : expr_node {
+struct apply : node<A> {
   using expr_node::operator=;
   using function = Fn;
   using argument_type = A;
-  static constexpr auto children() { return hana::make_tuple(A{}); }
   static int precedence(const print_context&) { return detail::prec_atom; }
   static std::string text(const print_context& c) {
     return std::string(Fn::name) + "(" + A::text(c) + ")";
   }
+  template <class X>
+  REWIND_HOST_DEVICE static constexpr auto value(const X& a) { return Fn::value(a); }
+  static constexpr interval range(interval a) { return {Fn::bound(a.lo), Fn::bound(a.hi)}; }
+  template <class X, class C>  // d fn(a) = fn'(a) * da
+  static constexpr auto partials(const X&, const C& c) { return hana::make_tuple(derivative<Fn, A>{} * c); }
 };
 
+/// A learned map's call: its value is the map's output (made by the map runner, read by the
+/// evaluators as a buffer), its range the map's, its partials the map's backward step (adjoint.hpp).
 template <class Map, expression A>
-struct call : expr_node {
+struct call : node<A> {
   using expr_node::operator=;
   using map_type = Map;
   using argument = A;
-  static constexpr auto children() { return hana::make_tuple(A{}); }
   static int precedence(const print_context&) { return detail::prec_atom; }
   static std::string text(const print_context& c) {
     return std::string(Map::name) + "(" + A::text(c) + ")";
   }
+  static constexpr interval range(interval) { return {Map::range_lo(), Map::range_hi()}; }
 };
 
 // --- kinds of nodes, for the analysis and the backends ------------------------------------------
@@ -220,6 +280,30 @@ template <class A, class B> inline constexpr bool is_quotient<quotient<A, B>> = 
 
 template <class T>
 concept constant_expression = detail::is_constant<T>;
+
+namespace detail {
+/// Does node E state a range rule, a partials rule? (Leaves state neither.)
+template <class>
+using interval_for = interval;
+template <class E, class... Operands>
+constexpr bool states_range(type_list<Operands...>) {
+  return requires { E::range(interval_for<Operands>{}...); };
+}
+template <class E, class... Operands>
+constexpr bool states_partials(type_list<Operands...>) {
+  return requires(Operands... x) { E::partials(x..., constant<0>{}); };
+}
+template <class E>
+constexpr bool states_range() {
+  if constexpr (requires { typename E::operands; }) return states_range<E>(typename E::operands{});
+  else return false;
+}
+template <class E>
+constexpr bool states_partials() {
+  if constexpr (requires { typename E::operands; }) return states_partials<E>(typename E::operands{});
+  else return false;
+}
+}  // namespace detail
 
 // --- state variables and assignments -------------------------------------------------------------
 
@@ -498,21 +582,9 @@ constexpr double scalar_value(E, const env& bindings) {
     const auto b = bindings.find_scalar(E::name);
     if (!b) throw error("rewind: the runtime scalar '" + std::string(E::name) + "' has no value");
     return *b;
-  } else if constexpr (requires { typename E::negated; } && !detail::is_call<E>) {
-    return -scalar_value(typename E::negated{}, bindings);
   } else {
-    return hana::unpack(E::children(), [&](auto a, auto b) {
-      if constexpr (std::is_same_v<E, add<decltype(a), decltype(b)>>)
-        return scalar_value(a, bindings) + scalar_value(b, bindings);
-      else if constexpr (std::is_same_v<E, sub<decltype(a), decltype(b)>>)
-        return scalar_value(a, bindings) - scalar_value(b, bindings);
-      else if constexpr (std::is_same_v<E, quotient<decltype(a), decltype(b)>>)
-        return scalar_value(a, bindings) / scalar_value(b, bindings);
-      else {
-        static_assert(std::is_same_v<E, mul<decltype(a), decltype(b)>>, "rewind: scalar_value: an unknown node kind");
-        return scalar_value(a, bindings) * scalar_value(b, bindings);
-      }
-    });
+    static_assert(requires { typename E::operands; }, "rewind: scalar_value: not a scalar expression");
+    return hana::unpack(E::children(), [&](auto... c) { return E::value(scalar_value(c, bindings)...); });
   }
 }
 

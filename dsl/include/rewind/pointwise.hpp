@@ -53,19 +53,22 @@ struct pointwise_layout {
 namespace detail {
 template <class T> inline constexpr bool is_bar = false;
 template <class V> inline constexpr bool is_bar<bar<V>> = true;
-template <class T> inline constexpr bool is_derivative = false;
-template <class F, class A> inline constexpr bool is_derivative<derivative<F, A>> = true;
 template <class T> inline constexpr bool is_map_vjp = false;
 template <class C, class E> inline constexpr bool is_map_vjp<map_vjp<C, E>> = true;
-template <class T> struct binary_parts;
-template <template <class, class> class Node, class A, class B>
-struct binary_parts<Node<A, B>> {
-  using left = A;
-  using right = B;
-};
 }  // namespace detail
 
-/// The value of expression E at element i of the frame f.
+template <class Layout, class E, class T, class Frame>
+REWIND_HOST_DEVICE inline T evaluate(const Frame& f, std::size_t i);
+
+namespace detail {
+template <class Layout, class E, class T, class Frame, class... Operands>
+REWIND_HOST_DEVICE inline T evaluate_node(const Frame& f, std::size_t i, type_list<Operands...>) {
+  return E::value(evaluate<Layout, Operands, T>(f, i)...);
+}
+}  // namespace detail
+
+/// The value of expression E at element i of the frame f: a leaf is read from the frame, a node
+/// is its value rule over its operands' values.
 template <class Layout, class E, class T, class Frame>
 REWIND_HOST_DEVICE inline T evaluate(const Frame& f, std::size_t i) {
   if constexpr (state_variable<E>) return f.state[Layout::template state_index<E>][i];
@@ -76,22 +79,9 @@ REWIND_HOST_DEVICE inline T evaluate(const Frame& f, std::size_t i) {
     return f.bars[Layout::template state_index<typename E::variable>][i];
   else if constexpr (detail::is_call<E>) return f.calls[Layout::template call_index<E>][i];
   else if constexpr (detail::is_map_vjp<E>) return f.vjps[Layout::template vjp_index<E>][i];
-  else if constexpr (detail::is_neg<E>) return -evaluate<Layout, typename E::negated, T>(f, i);
-  else if constexpr (detail::is_apply<E>)
-    return E::function::value(evaluate<Layout, typename E::argument_type, T>(f, i));
-  else if constexpr (detail::is_derivative<E>)
-    return fn::derivative<typename E::function>(evaluate<Layout, typename E::argument, T>(f, i));
   else {
-    using A = typename detail::binary_parts<E>::left;
-    using B = typename detail::binary_parts<E>::right;
-    const T a = evaluate<Layout, A, T>(f, i), b = evaluate<Layout, B, T>(f, i);
-    if constexpr (detail::is_add<E>) return a + b;
-    else if constexpr (detail::is_sub<E>) return a - b;
-    else if constexpr (detail::is_quotient<E>) return a / b;
-    else {
-      static_assert(detail::is_mul<E>, "rewind: evaluate: an unknown node kind");
-      return a * b;
-    }
+    static_assert(requires { typename E::operands; }, "rewind: evaluate: an unknown leaf kind");
+    return detail::evaluate_node<Layout, E, T>(f, i, typename E::operands{});
   }
 }
 

@@ -12,37 +12,13 @@
 #include <string>
 
 #include "config.hpp"
+#include "interval.hpp"
 #include "map.hpp"
 
 namespace rwd {
 
-/// A closed interval [lo, hi]; lo may be -inf and hi +inf. It holds the closure of the values an
-/// expression may take: sigmoid's (0, 1) is [0, 1], so a range that excludes zero is bounded
-/// away from it.
-struct interval {
-  double lo = -cmath::infinity, hi = cmath::infinity;
-  constexpr bool contains_zero() const { return lo <= 0 && hi >= 0; }
-  /// The value nearest zero, with its sign (0 when the interval contains zero).
-  constexpr double nearest_zero() const { return lo > 0 ? lo : hi < 0 ? hi : 0.0; }
-};
-
-namespace detail {
-/// A product of two bounds, with 0 * inf = 0: the hull of [0, 1] * [1, inf) is [0, inf).
-constexpr double bound_product(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
-
-constexpr interval interval_product(interval a, interval b) {
-  const double p[] = {bound_product(a.lo, b.lo), bound_product(a.lo, b.hi), bound_product(a.hi, b.lo),
-                      bound_product(a.hi, b.hi)};
-  interval r{p[0], p[0]};
-  for (const double x : p) {
-    r.lo = x < r.lo ? x : r.lo;
-    r.hi = x > r.hi ? x : r.hi;
-  }
-  return r;
-}
-}  // namespace detail
-
-/// The range of E over every state, runtime scalars taken from `bindings`.
+/// The range of E over every state, runtime scalars taken from `bindings`: each node's range
+/// rule applied to its operands' ranges.
 template <expression E>
 constexpr interval range_of(E, const env& bindings) {
   if constexpr (state_variable<E>) {
@@ -50,25 +26,9 @@ constexpr interval range_of(E, const env& bindings) {
   } else if constexpr (is_scalar(E{})) {
     const double value = scalar_value(E{}, bindings);
     return {value, value};
-  } else if constexpr (detail::is_neg<E>) {
-    const interval a = range_of(typename E::negated{}, bindings);
-    return {-a.hi, -a.lo};
-  } else if constexpr (detail::is_call<E>) {
-    return {E::map_type::range_lo(), E::map_type::range_hi()};
-  } else if constexpr (detail::is_apply<E>) {
-    using F = typename E::function;
-    const interval a = range_of(hana::front(E::children()), bindings);
-    return {F::bound(a.lo), F::bound(a.hi)};
   } else {
-    return hana::unpack(E::children(), [&](auto x, auto y) {
-      const interval a = range_of(x, bindings), b = range_of(y, bindings);
-      if constexpr (detail::is_add<E>) return interval{a.lo + b.lo, a.hi + b.hi};
-      else if constexpr (detail::is_sub<E>) return interval{a.lo - b.hi, a.hi - b.lo};
-      else {
-        static_assert(detail::is_mul<E>, "rewind: no range for this node kind (a quotient belongs to the derived inverse only)");
-        return detail::interval_product(a, b);
-      }
-    });
+    static_assert(detail::states_range<E>(), "rewind: range_of: this node kind states no range rule (a quotient belongs to the derived inverse only)");
+    return hana::unpack(E::children(), [&](auto... c) { return E::range(range_of(c, bindings)...); });
   }
 }
 

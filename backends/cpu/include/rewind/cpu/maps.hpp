@@ -38,11 +38,11 @@ struct map_ops {
     Eigen::Map<matrix> Y(y, static_cast<index>(rows), static_cast<index>(cols));
     Eigen::Map<const vector> B(b, static_cast<index>(rows));
     if constexpr (std::is_void_v<Fn>) Y.colwise() += B;
-    else Y.array() = detail::apply_fn<Fn, T>((Y.colwise() + B).array());
+    else Y.array() = Fn::value((Y.colwise() + B).array());
   }
   template <class Fn>
   void activation(const T* x, T* y, std::size_t n) const {
-    Eigen::Map<array>(y, static_cast<index>(n)) = detail::apply_fn<Fn, T>(detail::array_view<T>(x, static_cast<index>(n)));
+    Eigen::Map<array>(y, static_cast<index>(n)) = Fn::value(detail::array_view<T>(x, static_cast<index>(n)));
   }
   void bias_gradient(const T* g, T* gb, std::size_t rows, std::size_t cols) const {
     Eigen::Map<vector>(gb, static_cast<index>(rows)) += Eigen::Map<const matrix>(g, static_cast<index>(rows), static_cast<index>(cols)).rowwise().sum();
@@ -50,7 +50,7 @@ struct map_ops {
   template <class Fn>
   void activation_backward(T* g, const T* y, T* copy, std::size_t n) const {
     Eigen::Map<array> G(g, static_cast<index>(n));
-    G *= detail::array_view<T>(y, static_cast<index>(n)).unaryExpr([](T v) { return Fn::template derivative_from_output<T>(v); });
+    G *= Fn::derivative_from_output(detail::array_view<T>(y, static_cast<index>(n)));
     if (copy) Eigen::Map<array>(copy, static_cast<index>(n)) = G;
   }
 };
