@@ -24,7 +24,7 @@ namespace rwd {
 ///   checkpointed  keeps the state every k layers (k <= L*/2) and rewinds inside each segment
 ///                 from its stored top: exact to float precision at any depth, O(depth/k) memory
 ///   exact         holds the state in fixed point and multiplies by each rational alpha = n/d
-///                 through an information ledger (the CPU backend's exact.hpp): the rewind reconstructs every bit
+///                 through an information ledger (the CPU backend's ledger.hpp): the rewind reconstructs every bit
 ///                 at any depth; the gradient is exact to the precision of T
 enum class mode { stored, reversible, checkpointed, exact };
 

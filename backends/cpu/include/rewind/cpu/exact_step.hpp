@@ -1,6 +1,6 @@
 // rewind cpu: the exact mode's update. The engine's map calls and adjoint (rwd::step_engine)
 // around a state held in fixed point, each multiplication by alpha = n/d made invertible by the
-// information ledger (exact.hpp): s <- alpha*s + round(g) forward, its mirror in the rewind, so
+// information ledger (ledger.hpp): s <- alpha*s + round(g) forward, its mirror in the rewind, so
 // the rewind gives back every bit at any depth. The state in T is the fixed-point state's shadow
 // (what the maps and the adjoint read).
 #pragma once

@@ -3,7 +3,7 @@
 // four modes: stored, reversible and checkpointed run the engine's algorithm
 // (rewind/engine/step.hpp) through the Eigen executor (executor.hpp: one fused vectorised pass
 // per update, inverse and adjoint step; the maps on Eigen's GEMM); exact runs the same algorithm
-// in fixed point with an information ledger (exact.hpp), the part that is the CPU's own.
+// in fixed point with an information ledger (ledger.hpp), the part that is the CPU's own.
 //
 // Threads (threads.hpp): the batch is split into chunks of options.grain samples; each thread
 // takes chunks and runs them through every layer (a chunk is one of the engine's lanes), and the
