@@ -1,9 +1,10 @@
 // rewind cpu: lowering of a dsl expression type to one Eigen array expression.
 //
 // Each node's value rule (expr.hpp) is applied to its operands' Eigen expressions, and each
-// elementwise function's (functions.hpp) through fn::math over Eigen arrays, defined here; leaves
-// become Maps of the frame's buffers (state, cotangents, map outputs, map input cotangents) or
-// scalars (constants, runtime scalars). The result is evaluated in one fused, vectorised pass with no per-node temporaries:
+// elementwise function's (functions.hpp) through fn::math over Eigen arrays, defined here;
+// leaves become Maps of the frame's buffers (state, cotangents, map outputs, map input
+// cotangents) or scalars (constants, runtime scalars). The result is evaluated in one fused,
+// vectorised pass with no per-node temporaries:
 //   Eigen::Map<Array>(target, n) = lower<Layout, U::rhs, T>(frame, n);
 #pragma once
 
