@@ -212,3 +212,25 @@ TEST_CASE("fixed point: the loops report a value out of range instead of wrappin
   std::vector<std::int64_t> near(4, static_cast<std::int64_t>(0x1p51) - 1);
   CHECK_FALSE(rwd::cpu::add_exact(near.data(), std::vector<float>{0, 0, 0, 1}.data(), shadow.data(), 4, fp, true, 1));
 }
+
+TEST_CASE("fixed point: a state variable is added as its fixed point, not as its float shadow") {
+  const auto fp = rwd::cpu::fixed_point::of(40);
+  const std::size_t n = 1000 + 3;  // a partial tile
+  std::vector<std::int64_t> x(n), v(n);
+  std::vector<float> shadow(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<std::int64_t>(i * 7919) - 4000000;
+    v[i] = (std::int64_t{1} << 30) + static_cast<std::int64_t>(i);  // more bits than a float holds
+  }
+  const std::vector<std::int64_t> start = x;
+  for (int threads : {1, 2}) {
+    CHECK(rwd::cpu::add_state_exact(x.data(), v.data(), shadow.data(), n, fp, true, threads));
+    bool exact = true;
+    for (std::size_t i = 0; i < n; ++i) exact = exact && x[i] == start[i] + v[i] && shadow[i] == fp.value<float>(x[i]);
+    CHECK(exact);
+    CHECK(rwd::cpu::add_state_exact(x.data(), v.data(), shadow.data(), n, fp, false, threads));
+    CHECK(x == start);
+  }
+  std::vector<std::int64_t> near(n, static_cast<std::int64_t>(0x1p51) - 1);
+  CHECK_FALSE(rwd::cpu::add_state_exact(near.data(), v.data(), shadow.data(), n, fp, true, 1));
+}

@@ -29,6 +29,7 @@ inline constexpr std::size_t exact_parallel_from = 16384;
 struct scale_step {
   std::int64_t m, m_out, add, times, over, spill_from, refill_below;
   double inv_m, inv_over;
+  bool grows;  // the ledger grows (spills, never refills) or shrinks (refills, never spills)
 };
 
 namespace generic {
@@ -84,6 +85,20 @@ bool add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_
   });
 }
 
+/// s <- s + t (forward) or s - t (rewind) over `count` elements, where t is another state
+/// variable's fixed point with the same fraction bits: exact, with nothing rounded (x <- x + v
+/// adds v itself, not its float shadow). Returns false as add_exact.
+template <class T>
+bool add_state_exact(std::int64_t* s, const std::int64_t* t, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
+  const std::int64_t sign = forward ? 1 : -1;
+  return !detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
+#ifdef REWIND_EXACT_DISPATCH
+    if (detail::exact_avx512) return detail::avx512::add_state_tile(s + begin, t + begin, shadow + begin, len, fp, sign);
+#endif
+    return detail::generic::add_state_tile(s + begin, t + begin, shadow + begin, len, fp, sign);
+  });
+}
+
 /// s <- (n/d) s + round(g) (forward) or s <- (d/n) (s - round(g)) (rewind), exactly, the digits
 /// that do not fit kept in ledger elements first .. first + count. Returns false as add_exact.
 template <class T>
@@ -100,11 +115,12 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
                              .spill_from = grows ? a.spill_from : std::numeric_limits<std::int64_t>::max(),
                              .refill_below = grows ? 0 : a.low,
                              .inv_m = forward ? a.inv_d : a.inv_n,
-                             .inv_over = grows ? a.inv_small : a.inv_big};
+                             .inv_over = grows ? a.inv_small : a.inv_big,
+                             .grows = grows};
   std::int64_t* head = l.heads() + first;
   const std::uint32_t* height = l.heights() + first;
   const std::int64_t bad = detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
-    std::uint8_t later[detail::exact_tile];  // the element's ledger moves a word: done after, in scalar
+    std::uint8_t later[detail::exact_tile] = {};  // the element's ledger moves a word: done after, in scalar
     std::int64_t any_later = 0, bad = 0;
 #ifdef REWIND_EXACT_DISPATCH
     if (detail::exact_avx512)

@@ -1,8 +1,9 @@
 // rewind cpu: the exact mode's update. The engine's map calls and adjoint (rwd::step_engine)
 // around a state held in fixed point, each multiplication by alpha = n/d made invertible by the
 // information ledger (ledger.hpp): s <- alpha*s + round(g) forward, its mirror in the rewind, so
-// the rewind gives back every bit at any depth. The state in T is the fixed-point state's shadow
-// (what the maps and the adjoint read).
+// the rewind gives back every bit at any depth (g a state variable in the same fixed point is
+// added as it is, not rounded from its float shadow). The state in T is the fixed-point state's
+// shadow (what the maps and the adjoint read).
 #pragma once
 
 #include <Eigen/Core>
@@ -119,9 +120,17 @@ class exact_step {
     std::int64_t* s = fx.s[t].data() + ln.first * width;
     T* shadow = ln.s[t].data();
     const int threads = detail::in_team() ? 1 : Eigen::nbThreads();  // a team's chunks, or one chunk on every thread
-    const bool in_range = a.num != a.den ? scale_add_exact(s, g, shadow, count, radix_[t], exact_ratio(a.num, a.den, fx.book), fx.book,
-                                                           slot_[t] * whole + ln.first * width, forward, threads)
-                                         : add_exact(s, g, shadow, count, radix_[t], forward, threads);
+    const bool in_range = [&] {
+      if (a.num != a.den)
+        return scale_add_exact(s, g, shadow, count, radix_[t], exact_ratio(a.num, a.den, fx.book), fx.book,
+                               slot_[t] * whole + ln.first * width, forward, threads);
+      if constexpr (state_variable<typename U::g>) {  // x <- x + v: v's fixed point itself, where the radixes agree
+        constexpr std::size_t k = Layout::template state_index<typename U::g>;
+        if (radix_[k].bits == radix_[t].bits)
+          return add_state_exact(s, fx.s[k].data() + ln.first * width, shadow, count, radix_[t], forward, threads);
+      }
+      return add_exact(s, g, shadow, count, radix_[t], forward, threads);
+    }();
     if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
       for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(g[i]), t);
       for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
