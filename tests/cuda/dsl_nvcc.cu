@@ -16,6 +16,11 @@ inline constexpr rwd::var<"x"> x;
 inline constexpr rwd::var<"v"> v;
 inline constexpr auto f = rwd::map<"f">(rwd::dense<16>, rwd::tanh, rwd::dense_same);
 
+// the analysis under nvcc's front end gives what it gives under the host compiler
+static_assert(rwd::identically_zero(v - v) && rwd::identically_zero(2_c * v - v - v) && rwd::identically_zero((v - v) * x));
+static_assert(!rwd::identically_zero(2_c * v - v) && !rwd::identically_zero(x + f(v) - f(x)));
+static_assert(rwd::diagnose<decltype(x = 0_c * x + f(v))>() == rwd::diagnosis::e002_alpha_zero);
+
 template <class Layout, class E, class T>
 __global__ void update_kernel(typename Layout::template frame<T> frame, T* out, std::size_t n) {
   const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;

@@ -564,10 +564,11 @@ template <expression E>
 constexpr bool identically_zero(E) {
   constexpr auto terms = detail::linear_terms(E{}, rational{1, 1});
   bool zero_sum = true;
-  hana::for_each(terms, [&](auto p) {
-    rational sum{0, 1};
-    hana::for_each(terms, [&](auto q) {
-      if constexpr (std::is_same_v<decltype(hana::first(p)), decltype(hana::first(q))>) sum = sum + hana::second(q);
+  hana::for_each(terms, [&](const auto& p) {  // references: read through decltype only, a copy
+    rational sum{0, 1};                         // would be a parameter nvcc calls unused
+    hana::for_each(terms, [&](const auto& q) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(hana::first(p))>, std::remove_cvref_t<decltype(hana::first(q))>>)
+        sum = sum + hana::second(q);
     });
     if (!(sum == rational{0, 1})) zero_sum = false;
   });
