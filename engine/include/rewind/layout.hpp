@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include <rewind/adjoint.hpp>
 #include <rewind/budget.hpp>
@@ -23,6 +24,7 @@
 #include <rewind/engine/layers/activation.hpp>
 #include <rewind/engine/layers/dense.hpp>
 #include <rewind/engine/parameter_file.hpp>
+#include <rewind/engine/safetensors.hpp>
 
 namespace rwd {
 
@@ -277,6 +279,57 @@ struct parameter_layout {
     h.block_fingerprint = fnv1a(text.data(), text.size());
     return h;
   }
+  /// The fingerprint with the shapes, as a safetensors file's metadata states it.
+  std::string fingerprint_text() const {
+    const auto h = file_header();
+    return detail::safetensors::hex(h.block_fingerprint) + " width " + std::to_string(width) + " depth " + std::to_string(depth) +
+           " classes " + std::to_string(classes);
+  }
+
+  /// The arena as named tensors: layer l's map M's layer k as `layer{l}.{M}.{k}.{tensor}` (k
+  /// counts every layer of the map, activations too, as torch.nn.Sequential numbers them), and
+  /// the head as `head.weight` (classes, width) and `head.bias`.
+  std::vector<named_tensor> tensors() const {
+    std::vector<named_tensor> out;
+    for (std::size_t l = 0; l < depth; ++l)
+      hana::for_each(Maps{}, [&](auto t) {
+        using M = typename decltype(t)::type;
+        const auto shape = M::shape(width);
+        const auto at = map_layout<M>::offsets(width);
+        std::size_t k = 0;
+        hana::for_each(M::layers(), [&](auto layer) {
+          if constexpr (requires { layer_rule<decltype(layer)>::tensors(shape[k]); })
+            for (const layer_tensor& x : layer_rule<decltype(layer)>::tensors(shape[k]))
+              out.push_back({"layer" + std::to_string(l) + "." + std::string(M::name) + "." + std::to_string(k) + "." + std::string(x.name),
+                             std::vector<std::uint64_t>(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(x.rank)),
+                             offset<M>(l) + at[k] + x.offset, x.column_major});
+          ++k;
+        });
+      });
+    out.push_back({"head.weight", {classes, width}, head, true});
+    out.push_back({"head.bias", {classes}, head + classes * width, false});
+    return out;
+  }
+
+  /// Writes the arena to `path`: a safetensors file where the name ends in .safetensors, else
+  /// rewind's own parameter file; either way atomically, with a checksum and the block's
+  /// fingerprint.
+  template <class T>
+  void save(const std::string& path, std::span<const T> params) const {
+    if (is_safetensors(path)) write_safetensors<T>(path, tensors(), params, {{"rewind.block", fingerprint_text()}});
+    else write_parameter_file<T>(path, file_header(), params);
+  }
+  /// Reads what save() writes (a safetensors file may also come from elsewhere: it is read by its
+  /// tensors' names and shapes); validated whole before it is returned.
+  template <class T>
+  std::vector<T> load(const std::string& path) const {
+    if (is_safetensors(path)) return read_safetensors<T>(path, tensors(), total, {{"rewind.block", fingerprint_text()}});
+    auto values = read_parameter_file<T>(path, file_header());
+    for (T v : values)
+      if (!std::isfinite(v)) throw error("rewind: " + path + ": holds a non-finite parameter");
+    return values;
+  }
+  static bool is_safetensors(const std::string& path) { return path.ends_with(".safetensors"); }
 
   /// Each layer's starting values (layer_rule<K>::initialise: Glorot-uniform weights, zero
   /// biases; each map's last layer with parameters scaled by output_scale), from

@@ -35,21 +35,18 @@ inline std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 0x
   return h;
 }
 
-template <class T>
-void write_parameter_file(const std::string& path, parameter_file_header h, std::span<const T> values) {
+/// Writes a file through `write(std::ofstream&)` atomically: into a temporary file in the same
+/// folder, then renamed over `path`, so that a crash or a full disk never leaves a partial file
+/// under the real name.
+template <class Write>
+void write_file_atomically(const std::string& path, const Write& write) {
   namespace fs = std::filesystem;
-  h.scalar_bytes = sizeof(T);
-  h.count = values.size();
-  std::uint64_t sum = fnv1a(&h, sizeof h);
-  sum = fnv1a(values.data(), values.size_bytes(), sum);
   const fs::path target(path);
   const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw error("rewind: cannot write " + tmp.string());
-    out.write(reinterpret_cast<const char*>(&h), sizeof h);
-    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
-    out.write(reinterpret_cast<const char*>(&sum), sizeof sum);
+    write(out);
     out.flush();
     if (!out) {
       out.close();
@@ -62,8 +59,21 @@ void write_parameter_file(const std::string& path, parameter_file_header h, std:
   fs::rename(tmp, target, ec);
   if (ec) {
     fs::remove(tmp, ec);
-    throw error("rewind: cannot rename the new parameter file onto " + path);
+    throw error("rewind: cannot rename the new file onto " + path);
   }
+}
+
+template <class T>
+void write_parameter_file(const std::string& path, parameter_file_header h, std::span<const T> values) {
+  h.scalar_bytes = sizeof(T);
+  h.count = values.size();
+  std::uint64_t sum = fnv1a(&h, sizeof h);
+  sum = fnv1a(values.data(), values.size_bytes(), sum);
+  write_file_atomically(path, [&](std::ofstream& out) {
+    out.write(reinterpret_cast<const char*>(&h), sizeof h);
+    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
+    out.write(reinterpret_cast<const char*>(&sum), sizeof sum);
+  });
 }
 
 /// Reads and validates a parameter file made for `expected` (its count, shapes and block).

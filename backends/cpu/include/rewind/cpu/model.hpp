@@ -253,16 +253,14 @@ class model {
   /// Forgets the optimizer's momentum and step count.
   void reset_optimizer() { optimizer_ = {}; }
 
-  /// Writes the parameters to `path` atomically (header, values, checksum).
-  void save(const std::string& path) const { write_parameter_file<T>(path, arena_.file_header(), params_); }
-  /// Reads parameters written by save() for the same block and shapes; on any error the model is
-  /// unchanged and the message names the cause.
-  void load(const std::string& path) {
-    auto values = read_parameter_file<T>(path, arena_.file_header());
-    for (T v : values)
-      if (!std::isfinite(v)) throw error("rewind: " + path + ": holds a non-finite parameter");
-    params_ = std::move(values);
-  }
+  /// Writes the parameters to `path` atomically: a safetensors file where the name ends in
+  /// .safetensors (tensors named after the network, readable by PyTorch and JAX), else rewind's
+  /// parameter file (header, values, checksum).
+  void save(const std::string& path) const { arena_.save(path, std::span<const T>(params_)); }
+  /// Reads parameters written by save() for the same block and shapes (or a safetensors file
+  /// with this network's tensor names and shapes); on any error the model is unchanged and the
+  /// message names the cause.
+  void load(const std::string& path) { params_ = arena_.template load<T>(path); }
 
   /// Runs stored backprop and mode m (reversible by default) on the same weights and batch,
   /// compares their gradients, and measures the rewind's reconstruction error per layer

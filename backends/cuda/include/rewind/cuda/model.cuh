@@ -251,16 +251,16 @@ class model {
     return engine_type::whole_batch_plan(m, o_.width, o_.batch, o_.classes, depth_, segment_);
   }
 
-  /// Writes the parameters to `path` atomically, in the CPU model's format (a file saved by
-  /// either backend loads into the other).
+  /// Writes the parameters to `path` atomically, as the CPU model does (a safetensors file where
+  /// the name ends in .safetensors, else rewind's parameter file; either backend's loads into
+  /// the other).
   void save(const std::string& path) const {
-    write_parameter_file<T>(path, arena_.file_header(), parameters());
+    const std::vector<T> values = parameters();
+    arena_.save(path, std::span<const T>(values));
   }
   /// Reads parameters written by save() (either backend) for the same block and shapes; on any
   /// error the model is unchanged and the message names the cause.
-  void load(const std::string& path) {
-    set_parameters(read_parameter_file<T>(path, arena_.file_header()));
-  }
+  void load(const std::string& path) { set_parameters(arena_.template load<T>(path)); }
 
   /// One optimizer step on the device (sgd or adam settings). Switching optimizers starts the new
   /// one's state afresh (rwd::optimizer_kind), as on the CPU.

@@ -15,6 +15,10 @@ struct layer_rule<dense_layer<N>> {
   static void initialise(T* params, const layer_shape& s, double scale, Glorot& glorot) {
     glorot(params, s.out, s.in, scale);
   }
+  /// torch.nn.Linear's names and shapes.
+  static constexpr std::array<layer_tensor, 2> tensors(const layer_shape& s) {
+    return {{{"weight", {s.out, s.in}, 2, 0, true}, {"bias", {s.out, 0}, 1, s.out * s.in, false}}};
+  }
   template <class T, class Exec>
   static void forward(const Exec& e, const layer_forward<T>& l) {
     const auto& s = l.shape;

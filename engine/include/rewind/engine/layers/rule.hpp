@@ -1,7 +1,9 @@
 // rewind engine: what a layer kind's rules receive, and the rule every kind specialises.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <string_view>
 
 #include <rewind/map.hpp>
 
@@ -45,10 +47,21 @@ struct layer_buffers {
   bool hands_bias_to_next = false, takes_bias_of_previous = false, own_input_cotangent = false, backward_reads_output = false;
 };
 
+/// A tensor of a layer's parameters as files name it: `weight` of shape (out, in) held
+/// column-major (as its transpose), `bias` of shape (out); offset from the layer's first
+/// parameter, rank 1 or 2.
+struct layer_tensor {
+  std::string_view name;
+  std::array<std::size_t, 2> shape{};
+  std::size_t rank = 1, offset = 0;
+  bool column_major = false;
+};
+
 /// The rules of a layer kind: its buffers (a layer_buffers), forward(exec, layer_forward),
 /// backward(exec, layer_backward), which returns the buffer holding the input cotangent, and,
 /// for a kind with parameters, initialise(params, shape, scale, glorot): its starting values,
-/// glorot(p, rows, cols, scale) drawing rows x cols Glorot-uniform values in order.
+/// glorot(p, rows, cols, scale) drawing rows x cols Glorot-uniform values in order, and
+/// tensors(shape): its parameters as named tensors (layer_tensor), covering them exactly.
 template <class Layer>
 struct layer_rule {
   static_assert(sizeof(Layer) == 0, "rewind: no rules for this layer kind (add a header under rewind/engine/layers/)");
