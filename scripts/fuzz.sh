@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer (clang 14, with ASan and UBSan) on what reads outside input: the IDX reader, the
-# parameter-file loader and the rewind program's command line, each from its committed seed
-# corpus (tests/fuzz/corpus/) for a bounded time. A crash, a leak, a hang, undefined behaviour
+# parameter-file and safetensors loaders and the rewind program's command line, each from its
+# committed seed corpus (tests/fuzz/corpus/) for a bounded time. A crash, a leak, a hang, undefined behaviour
 # or an exception other than the library's own error fails the run; the input that did it is
 # left in build-fuzz/ (crash-*, leak-*, timeout-*): add it to tests/fuzz/corpus/ as a regression.
 #   scripts/fuzz.sh [SECONDS per harness, default 60]
@@ -14,10 +14,11 @@ mkdir -p $dir
 cxx="clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Idsl/include -Iengine/include -Ibackends/cpu/include -Iexamples"
 $cxx tests/fuzz/fuzz_idx.cpp -lz -o $dir/fuzz_idx &
 $cxx tests/fuzz/fuzz_params.cpp -o $dir/fuzz_params &
+$cxx tests/fuzz/fuzz_safetensors.cpp -o $dir/fuzz_safetensors &
 $cxx tests/fuzz/fuzz_command_line.cpp -o $dir/fuzz_command_line &
 wait
 passed=0 failed=0
-for h in idx params command_line; do
+for h in idx params safetensors command_line; do
   work=$dir/corpus_$h
   mkdir -p $work
   echo "fuzz: $h for ${seconds} s"
