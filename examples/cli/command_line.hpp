@@ -84,6 +84,9 @@ struct command_line {
     ta->add_option("--seed", train.seed, "seed of the weights and of the shuffling");
     ta->add_option("--json", train.json, "write the results as JSON (CSV and PNG beside it)");
     ta->add_option("--device", train.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+    ta->add_option("--save", train.save,
+                   "write the trained weights to FILE: safetensors where it ends in .safetensors, else rewind's format "
+                   "(with --mode both, one file per mode: FILE with .stored or .reversible before its extension)");
 
     sc = app.add_subcommand("scaling", "data-parallel weak scaling over MPI: step time, bytes all-reduced, overlap");
     sc->add_option("--ranks", scaling.ranks, "rank counts, comma-separated (each a job started with mpirun)")->delimiter(',')->check(CLI::PositiveNumber);

@@ -28,6 +28,7 @@ class engine_of final : public engine<T> {
   std::vector<int> predict(std::span<const T> batch) override { return m_.predict(batch); }
   std::vector<T> gradients() const override { return m_.gradients(); }
   void set_parameters(std::span<const T> values) override { m_.set_parameters(values); }
+  void save(const std::string& path) const override { m_.save(path); }
   std::size_t peak() const override { return m_.memory().peak(); }
   void reset_peak() override { m_.memory().reset_peak(); }
   rwd::memory_plan plan(rwd::mode m) const override { return m_.plan(m); }

@@ -38,6 +38,8 @@ class engine {
   virtual double step_ms(std::span<const T> batch, std::span<const int> labels, rwd::mode m, const rwd::sgd& o) = 0;
   /// The GPU's name, compute capability and memory.
   virtual std::string device() const = 0;
+  /// Writes the parameters as the CPU model does (safetensors where the name ends so).
+  virtual void save(const std::string& path) const = 0;
 };
 
 /// Throws rwd::error saying why when unavailable() is not empty.
@@ -47,7 +49,7 @@ std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double
 /// What the plugin exports, as the one C symbol `rewind_gpu_plugin` returning it. Built by the
 /// same compiler as the program, from this header: `abi` guards against a stale plugin.
 struct plugin {
-  static constexpr int current_abi = 1;
+  static constexpr int current_abi = 2;
   int abi;
   std::string (*unavailable)();
   std::unique_ptr<engine<float>> (*make_float)(std::size_t depth, const rwd::options& o, double mu);

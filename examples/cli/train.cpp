@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 #include <random>
 
@@ -49,6 +50,7 @@ struct cpu_trainer {
   std::vector<int> predict(std::span<const float> b) { return model.predict(b); }
   void reset_peak() { model.memory().reset_peak(); }
   std::size_t peak() const { return model.memory().peak(); }
+  void save(const std::string& path) const { model.save(path); }
 };
 
 /// The reference network on the GPU.
@@ -60,7 +62,16 @@ struct gpu_trainer {
   std::vector<int> predict(std::span<const float> b) { return engine->predict(b); }
   void reset_peak() { engine->reset_peak(); }
   std::size_t peak() const { return engine->peak(); }
+  void save(const std::string& path) const { engine->save(path); }
 };
+
+/// Where --save writes mode `name`'s weights: the file itself, or with --mode both the file with
+/// the mode before its extension (w.safetensors: w.stored.safetensors, w.reversible.safetensors).
+std::string save_path(const train_options& o, const std::string& name) {
+  if (o.mode != "both") return o.save;
+  const std::filesystem::path p(o.save);
+  return (p.parent_path() / (p.stem().string() + "." + name + p.extension().string())).string();
+}
 
 template <class Trainer>
 std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const train_options& o) {
@@ -109,6 +120,11 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
     std::fflush(stdout);
     rows.push_back(r);
   }
+  if (!o.save.empty() && current_job().rank == 0) {  // every replica holds the same weights
+    const std::string path = save_path(o, name);
+    trainer.save(path);
+    fmt::print("{:>11} weights: {}\n", name, path);
+  }
   return rows;
 }
 }  // namespace
@@ -126,6 +142,8 @@ int run_train(const train_options& o) {
   if (o.batch % static_cast<std::size_t>(ranks) != 0)
     throw rwd::error(fmt::format("rewind: --batch {} does not split into {} equal shards (one per rank)", o.batch, ranks));
   if (!(o.mu > 0 && o.mu <= 1)) throw rwd::error("rewind: --mu must be in (0, 1]");
+  if (const auto folder = std::filesystem::path(o.save).parent_path(); !o.save.empty() && !folder.empty() && !std::filesystem::is_directory(folder))
+    throw rwd::error("rewind: --save " + o.save + ": no such folder");  // said now, not after the training
   split data;
   if (o.synthetic) data = synthetic(12000, 2000);
   else if (std::filesystem::exists(o.data)) data = read_fashion_mnist(o.data);

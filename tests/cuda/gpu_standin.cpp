@@ -28,6 +28,7 @@ class standin final : public engine<T> {
     if (values.size() != m_.parameters().size()) throw rwd::error("rewind: wrong parameter count");
     std::ranges::copy(values, m_.parameters().begin());
   }
+  void save(const std::string& path) const override { m_.save(path); }
   std::size_t peak() const override { return m_.memory().peak(); }
   void reset_peak() override { m_.memory().reset_peak(); }
   rwd::memory_plan plan(rwd::mode m) const override { return m_.plan(m); }
