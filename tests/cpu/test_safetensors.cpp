@@ -154,6 +154,11 @@ TEST_CASE("safetensors: every kind of bad file is refused by name, the model unc
   refused(file_of(replaced("\"F32\",\"shape\":[8,12]", "\"F64\",\"shape\":[8,12]"), data), "is F64, this model holds F32");
   refused(file_of(replaced("\"shape\":[8,12]", "\"shape\":[12,8]"), data), "has shape [12, 8], this model's is [8, 12]");
   refused(file_of(replaced("\"head.bias\"", "\"head.biases\""), data), "does not have");
+  std::string without = header;
+  const auto entry = without.find(",\"head.bias\":");
+  REQUIRE(entry != std::string::npos);
+  without.erase(entry, without.find('}', entry) + 1 - entry);
+  refused(file_of(without, data), "lacks the tensor head.bias");
   refused(file_of(replaced("\"data_offsets\":[384,416]", "\"data_offsets\":[380,412]"), data), "overlap");
   refused(file_of(replaced("\"data_offsets\":[0,384]", "\"data_offsets\":[32,416]"), data), "leave a hole");
   refused(file_of(replaced("\"data_offsets\":[0,384]", "\"data_offsets\":[0,999999]"), data), "out of the file");

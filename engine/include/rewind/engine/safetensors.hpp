@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -130,12 +132,12 @@ class parser {
       ++i_;
       v.type = value::kind::object;
       if (eat('}')) return v;
+      std::set<std::string> keys;
       do {
         skip_space();
         std::string key = string();
         expect(':');
-        for (const auto& m : v.members)
-          if (m.key == key) fail("the key " + json_string(key) + " twice");
+        if (!keys.insert(key).second) fail("the key " + json_string(key) + " twice");
         v.members.push_back({std::move(key), parse(depth + 1)});
       } while (eat(','));
       expect('}');
@@ -316,6 +318,8 @@ std::vector<T> read_safetensors(const std::string& path, const std::vector<named
   };
   std::vector<T> arena(arena_size);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  std::map<std::string_view, const named_tensor*> by_name;
+  for (const auto& t : tensors) by_name.emplace(t.name, &t);
   std::size_t found = 0;
   for (const auto& m : doc.members) {
     const std::string& name = m.key;  // not a structured binding: the lambdas below capture it
@@ -329,8 +333,9 @@ std::vector<T> read_safetensors(const std::string& path, const std::vector<named
           throw error(where + "made for another network (" + key + " " + v->text + ", this model's " + text + ")");
       continue;
     }
-    const auto t = std::find_if(tensors.begin(), tensors.end(), [&](const named_tensor& x) { return x.name == name; });
-    if (t == tensors.end()) throw error(where + "holds a tensor " + st::json_string(name) + " this model does not have");
+    const auto named = by_name.find(name);
+    if (named == by_name.end()) throw error(where + "holds a tensor " + st::json_string(name) + " this model does not have");
+    const named_tensor* t = named->second;
     const auto* dtype = entry.type == kind::object ? member(entry, "dtype") : nullptr;
     const auto* shape = entry.type == kind::object ? member(entry, "shape") : nullptr;
     const auto* offsets = entry.type == kind::object ? member(entry, "data_offsets") : nullptr;
@@ -370,9 +375,12 @@ std::vector<T> read_safetensors(const std::string& path, const std::vector<named
     if (!finite) throw error(where + "tensor " + name + " holds a non-finite value");
     ++found;
   }
-  if (found != tensors.size())
+  if (found != tensors.size()) {
+    std::set<std::string_view> in_file;
+    for (const auto& m : doc.members) in_file.insert(m.key);
     for (const auto& t : tensors)
-      if (!member(doc, t.name)) throw error(where + "lacks the tensor " + t.name);
+      if (!in_file.contains(t.name)) throw error(where + "lacks the tensor " + t.name);
+  }
   std::sort(ranges.begin(), ranges.end());
   std::uint64_t at = 0;
   for (const auto& [b, e] : ranges) {
