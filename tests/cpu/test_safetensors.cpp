@@ -15,13 +15,11 @@
 
 #include <rewind/cpu.hpp>
 
-using namespace rwd::literals;
+#include "../dsl/blocks.hpp"
+
+using namespace test_blocks;  // momentum: f = dense<16> -> tanh -> dense_same, mu = 0.9
 
 namespace {
-inline constexpr rwd::var<"x"> x;
-inline constexpr rwd::var<"v"> v;
-inline constexpr auto f = rwd::map<"f">(rwd::dense<8>, rwd::tanh, rwd::dense_same);
-inline constexpr auto momentum = rwd::momentum(x, v, 0.9_c, f);
 using model_t = rwd::cpu::model<float, std::remove_cv_t<decltype(momentum)>>;
 const rwd::options shapes{.width = 12, .batch = 2, .classes = 3, .seed = 1};
 
@@ -70,19 +68,19 @@ TEST_CASE("safetensors: the layout PyTorch reads, and a round trip") {
   CHECK((8 + header.size()) % 8 == 0);  // the data 8-byte aligned
   CHECK(header.starts_with(R"({"__metadata__":{"format":"pt","rewind.block":")"));
   CHECK(header.find(R"("rewind.checksum":")") != std::string::npos);
-  // f = dense<8> -> tanh -> dense_same: torch.nn.Sequential(Linear(12, 8), Tanh(), Linear(8, 12))
-  CHECK(header.find(R"("layer0.f.0.weight":{"dtype":"F32","shape":[8,12],"data_offsets":[0,384]})") != std::string::npos);
-  CHECK(header.find(R"("layer0.f.0.bias":{"dtype":"F32","shape":[8],"data_offsets":[384,416]})") != std::string::npos);
-  CHECK(header.find(R"("layer0.f.2.weight":{"dtype":"F32","shape":[12,8])") != std::string::npos);
+  // f = dense<16> -> tanh -> dense_same: torch.nn.Sequential(Linear(12, 16), Tanh(), Linear(16, 12))
+  CHECK(header.find(R"("layer0.f.0.weight":{"dtype":"F32","shape":[16,12],"data_offsets":[0,768]})") != std::string::npos);
+  CHECK(header.find(R"("layer0.f.0.bias":{"dtype":"F32","shape":[16],"data_offsets":[768,832]})") != std::string::npos);
+  CHECK(header.find(R"("layer0.f.2.weight":{"dtype":"F32","shape":[12,16])") != std::string::npos);
   CHECK(header.find(R"("layer1.f.2.bias")") != std::string::npos);
   CHECK(header.find(R"("head.weight":{"dtype":"F32","shape":[3,12])") != std::string::npos);
   CHECK(header.find(R"("head.bias":{"dtype":"F32","shape":[3])") != std::string::npos);
   CHECK(header.find("layer2") == std::string::npos);
-  // a weight is (out, in) row-major: W(0, 1) is the file's second value, the arena's ninth
-  // (column-major 8 x 12); the whole file holds every parameter once
+  // a weight is (out, in) row-major: W(0, 1) is the file's second value, the arena's 17th
+  // (column-major 16 x 12); the whole file holds every parameter once
   const auto p = a.parameters();
   CHECK(float_at(file, 0) == p[0]);
-  CHECK(float_at(file, 1) == p[8]);
+  CHECK(float_at(file, 1) == p[16]);
   CHECK(float_at(file, 12) == p[1]);
   CHECK(file.size() == 8 + header.size() + 4 * p.size());
 
@@ -151,17 +149,17 @@ TEST_CASE("safetensors: every kind of bad file is refused by name, the model unc
   refused(file_of("{\"a\": \"x}", {}), "unterminated");
   refused(file_of("{\"a\": [[[[[[1]]]]]]}", {}), "nested too deeply");
   refused(file_of(replaced("\"head.bias\"", "\"head.bias\":{},\"head.bias\""), data), "twice");
-  refused(file_of(replaced("\"F32\",\"shape\":[8,12]", "\"F64\",\"shape\":[8,12]"), data), "is F64, this model holds F32");
-  refused(file_of(replaced("\"shape\":[8,12]", "\"shape\":[12,8]"), data), "has shape [12, 8], this model's is [8, 12]");
+  refused(file_of(replaced("\"F32\",\"shape\":[16,12]", "\"F64\",\"shape\":[16,12]"), data), "is F64, this model holds F32");
+  refused(file_of(replaced("\"shape\":[16,12]", "\"shape\":[12,16]"), data), "has shape [12, 16], this model's is [16, 12]");
   refused(file_of(replaced("\"head.bias\"", "\"head.biases\""), data), "does not have");
   std::string without = header;
   const auto entry = without.find(",\"head.bias\":");
   REQUIRE(entry != std::string::npos);
   without.erase(entry, without.find('}', entry) + 1 - entry);
   refused(file_of(without, data), "lacks the tensor head.bias");
-  refused(file_of(replaced("\"data_offsets\":[384,416]", "\"data_offsets\":[380,412]"), data), "overlap");
-  refused(file_of(replaced("\"data_offsets\":[0,384]", "\"data_offsets\":[32,416]"), data), "leave a hole");
-  refused(file_of(replaced("\"data_offsets\":[0,384]", "\"data_offsets\":[0,999999]"), data), "out of the file");
+  refused(file_of(replaced("\"data_offsets\":[768,832]", "\"data_offsets\":[764,828]"), data), "overlap");
+  refused(file_of(replaced("\"data_offsets\":[0,768]", "\"data_offsets\":[32,800]"), data), "leave a hole");
+  refused(file_of(replaced("\"data_offsets\":[0,768]", "\"data_offsets\":[0,999999]"), data), "out of the file");
   auto trailing = good;
   trailing.insert(trailing.end(), 4, '\0');
   refused(trailing, "bytes after the last tensor");

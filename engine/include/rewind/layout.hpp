@@ -279,6 +279,23 @@ struct parameter_layout {
     h.block_fingerprint = fnv1a(text.data(), text.size());
     return h;
   }
+  /// f(l, hana::type_c<M>, k, layer, shape, at) for layer k of map M in layer l of the stack, in
+  /// arena order, `at` its first parameter in the arena.
+  template <class F>
+  void for_each_layer(const F& f) const {
+    for (std::size_t l = 0; l < depth; ++l)
+      hana::for_each(Maps{}, [&](auto t) {
+        using M = typename decltype(t)::type;
+        const auto shape = M::shape(width);
+        const auto at = map_layout<M>::offsets(width);
+        std::size_t k = 0;
+        hana::for_each(M::layers(), [&](auto layer) {
+          f(l, t, k, layer, shape[k], offset<M>(l) + at[k]);
+          ++k;
+        });
+      });
+  }
+
   /// The fingerprint with the shapes, as a safetensors file's metadata states it.
   std::string fingerprint_text() const {
     const auto h = file_header();
@@ -291,21 +308,14 @@ struct parameter_layout {
   /// the head as `head.weight` (classes, width) and `head.bias`.
   std::vector<named_tensor> tensors() const {
     std::vector<named_tensor> out;
-    for (std::size_t l = 0; l < depth; ++l)
-      hana::for_each(Maps{}, [&](auto t) {
-        using M = typename decltype(t)::type;
-        const auto shape = M::shape(width);
-        const auto at = map_layout<M>::offsets(width);
-        std::size_t k = 0;
-        hana::for_each(M::layers(), [&](auto layer) {
-          if constexpr (requires { layer_rule<decltype(layer)>::tensors(shape[k]); })
-            for (const layer_tensor& x : layer_rule<decltype(layer)>::tensors(shape[k]))
-              out.push_back({"layer" + std::to_string(l) + "." + std::string(M::name) + "." + std::to_string(k) + "." + std::string(x.name),
-                             std::vector<std::uint64_t>(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(x.rank)),
-                             offset<M>(l) + at[k] + x.offset, x.column_major});
-          ++k;
-        });
-      });
+    for_each_layer([&](std::size_t l, auto map, std::size_t k, auto layer, const layer_shape& shape, std::size_t at) {
+      if constexpr (requires { layer_rule<decltype(layer)>::tensors(shape); })
+        for (const layer_tensor& x : layer_rule<decltype(layer)>::tensors(shape))
+          out.push_back({"layer" + std::to_string(l) + "." + std::string(decltype(map)::type::name) + "." + std::to_string(k) + "." +
+                             std::string(x.name),
+                         std::vector<std::uint64_t>(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(x.rank)),
+                         at + x.offset, x.column_major});
+    });
     out.push_back({"head.weight", {classes, width}, head, true});
     out.push_back({"head.bias", {classes}, head + classes * width, false});
     return out;
@@ -343,20 +353,14 @@ struct parameter_layout {
         w[i] = static_cast<T>((static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2 - 1) * a);
     };
     std::fill(params.begin(), params.end(), T(0));
-    for (std::size_t l = 0; l < depth; ++l)
-      hana::for_each(Maps{}, [&](auto t) {
-        using M = typename decltype(t)::type;
-        const auto shape = M::shape(width);
-        const auto at = map_layout<M>::offsets(width);
+    for_each_layer([&](std::size_t, auto map, std::size_t k, auto layer, const layer_shape& shape, std::size_t at) {
+      if constexpr (requires(T* p, const layer_shape& s) { layer_rule<decltype(layer)>::initialise(p, s, 1.0, fill); }) {
+        const auto shapes = decltype(map)::type::shape(width);
         std::size_t last_learned = 0;
-        for (std::size_t k = 0; k < shape.size(); ++k) last_learned = shape[k].parameters ? k : last_learned;
-        std::size_t k = 0;
-        hana::for_each(M::layers(), [&](auto layer) {
-          if constexpr (requires(T* p, const layer_shape& s) { layer_rule<decltype(layer)>::initialise(p, s, 1.0, fill); })
-            layer_rule<decltype(layer)>::initialise(&params[offset<M>(l) + at[k]], shape[k], k == last_learned ? output_scale : 1.0, fill);
-          ++k;
-        });
-      });
+        for (std::size_t j = 0; j < shapes.size(); ++j) last_learned = shapes[j].parameters ? j : last_learned;
+        layer_rule<decltype(layer)>::initialise(&params[at], shape, k == last_learned ? output_scale : 1.0, fill);
+      }
+    });
     fill(&params[head], classes, width, 1.0);
   }
 };

@@ -76,16 +76,23 @@ void write_parameter_file(const std::string& path, parameter_file_header h, std:
   });
 }
 
+/// The bytes of the file `what` at `path` (a regular file that exists and reads whole), or the
+/// error that says which of these it is not.
+inline std::vector<char> read_whole_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw error("rewind: the " + what + " " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error("rewind: cannot open the " + what + " " + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw error("rewind: cannot read the " + what + " " + path);
+  return bytes;
+}
+
 /// Reads and validates a parameter file made for `expected` (its count, shapes and block).
 template <class T>
 std::vector<T> read_parameter_file(const std::string& path, const parameter_file_header& expected) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw error("rewind: the parameter file " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("rewind: cannot open the parameter file " + path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw error("rewind: cannot read the parameter file " + path);
+  const std::vector<char> bytes = read_whole_file(path, "parameter file");
   const std::string where = "rewind: " + path + ": ";
   parameter_file_header h;
   if (bytes.size() < sizeof h + sizeof(std::uint64_t)) throw error(where + "truncated (shorter than a header)");

@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -296,13 +295,7 @@ std::vector<T> read_safetensors(const std::string& path, const std::vector<named
   using kind = st::value::kind;
   st::check_cover(tensors, arena_size);
   const std::string where = "rewind: " + path + ": ";
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw error("rewind: the safetensors file " + path + (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("rewind: cannot open the safetensors file " + path);
-  std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw error("rewind: cannot read the safetensors file " + path);
+  const std::vector<char> file = read_whole_file(path, "safetensors file");
   std::uint64_t n = 0;
   if (file.size() < sizeof n) throw error(where + "truncated (shorter than the header's length)");
   std::memcpy(&n, file.data(), sizeof n);
