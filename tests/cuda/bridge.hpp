@@ -34,7 +34,7 @@ std::string unavailable();
 /// The runtime scalar every block that has one is bound to.
 inline constexpr double mu = 0.6;
 
-/// Blocks the bridge knows: momentum, leapfrog, coupling, three, runtime_mu, affine (tests/dsl/blocks.hpp).
+/// Blocks the bridge knows: momentum, leapfrog, coupling, three, runtime_mu, affine, conv (tests/dsl/blocks.hpp).
 template <class T>
 step_result run(const std::string& block, std::size_t depth, const rwd::options& o, const std::vector<T>& params,
                 const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m);

@@ -15,7 +15,8 @@
 
 namespace gpu_bridge {
 
-/// Calls f with the test block of that name (tests/dsl/blocks.hpp); the names bridge::run knows.
+/// Calls f with the test block of that name (tests/dsl/blocks.hpp); the names bridge::run knows
+/// ("conv": conv_momentum, whose options need a state shape).
 template <class F>
 decltype(auto) with_block(const std::string& block, F&& f) {
   namespace tb = test_blocks;
@@ -25,6 +26,7 @@ decltype(auto) with_block(const std::string& block, F&& f) {
   if (block == "three") return f(tb::three);
   if (block == "runtime_mu") return f(tb::runtime_mu);
   if (block == "affine") return f(tb::affine);
+  if (block == "conv") return f(tb::conv_momentum);
   throw rwd::error("rewind: the bridge knows no block '" + block + "'");
 }
 

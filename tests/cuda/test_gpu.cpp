@@ -46,7 +46,7 @@ std::size_t expected_plan(const std::string& block, std::size_t depth, const rwd
     const rwd::cpu::model<T, Block> cpu(b, depth, o, rwd::env{}.set("mu", gpu_bridge::mu));
     if (gpu_bridge::engine() != "cuda") return cpu.plan(m).total();
     using engine = rwd::step_engine<T, Block, rwd::cpu::executor<T>>;
-    return engine::whole_batch_plan(m, o.width, o.batch, o.classes, depth, cpu.checkpoint_every()).total();
+    return engine::whole_batch_plan(m, rwd::state_shape(o), o.batch, o.classes, depth, cpu.checkpoint_every()).total();
   });
 }
 
@@ -126,7 +126,7 @@ void check_adam(const step_result& gpu, const step_result& cpu, const rwd::adam&
 
 template <class T>
 void compare(const std::string& block, std::size_t depth, rwd::options o, rwd::mode m) {
-  o = for_block(block, o);
+  o = rwd::with_shape_width(for_block(block, o));
   CAPTURE(block);
   CAPTURE(depth);
   CAPTURE(rwd::to_string(m));
@@ -168,6 +168,13 @@ TEST_CASE("gpu: the engine equals the CPU engine in float64, six blocks, every f
   for (const char* block : {"momentum", "leapfrog", "coupling", "three", "runtime_mu", "affine"})
     for (auto m : {rwd::mode::stored, rwd::mode::reversible, rwd::mode::checkpointed})
       compare<double>(block, 12, {.width = 16, .batch = 6, .classes = 4, .seed = 3, .checkpoint_every = 5}, m);
+}
+
+TEST_CASE("gpu: convolutions and group norm on a shaped state equal the CPU engine, float64 and float32, every float mode") {
+  for (auto m : {rwd::mode::stored, rwd::mode::reversible, rwd::mode::checkpointed}) {
+    compare<double>("conv", 6, {.batch = 5, .classes = 4, .shape = {3, 5, 6}, .seed = 3, .checkpoint_every = 4}, m);
+    compare<float>("conv", 24, {.batch = 8, .classes = 10, .shape = {4, 7, 7}, .seed = 7, .checkpoint_every = 8}, m);
+  }
 }
 
 TEST_CASE("gpu: the engine equals the CPU engine in float32 inside the budget, to tolerances from the budget") {

@@ -41,6 +41,10 @@ struct map_ops {
   void activation_backward(T* g, const T* y, T* copy, std::size_t n) const {
     run(rwd::cuda::activation_backward_op<Fn, T>{g, y, copy}, n);
   }
+  template <class Op>
+  void each(const Op& op, std::size_t n) const {
+    run(op, n);
+  }
 };
 
 /// The step executor of rwd::cuda::executor, element by element on the host.

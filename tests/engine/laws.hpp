@@ -58,10 +58,11 @@ vec held(const Span& s) {
 }
 
 template <class Block>
-inline void check_laws(Block b, const rwd::env& bindings = {}) {
-  constexpr std::size_t width = 6, batch = 5, depth = 3, ns = Block::state_size, wb = width * batch;
+inline void check_laws(Block b, const rwd::env& bindings = {}, rwd::tensor_shape shape = 6) {
+  constexpr std::size_t batch = 5, depth = 3, ns = Block::state_size;
+  const std::size_t wb = shape.size() * batch;
   using State = std::remove_const_t<decltype(Block::state())>;
-  rwd::options o{.width = width, .batch = batch, .classes = 4, .seed = 11};
+  rwd::options o{.batch = batch, .classes = 4, .shape = shape, .seed = 11};
   o.input = decltype(+hana::front(State{}))::type::name;  // the first state variable
   o.output = o.input;
   o.output_init_scale = 0.5;  // maps large enough that every law has something to check

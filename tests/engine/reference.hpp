@@ -49,6 +49,10 @@ struct loop_ops {
       if (copy) copy[i] = g[i];
     }
   }
+  template <class Op>
+  void each(const Op& op, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) op(i);
+  }
 };
 
 /// The step executor (see rewind/engine/step.hpp) element by element.
@@ -97,7 +101,7 @@ class model {
 
  public:
   model(Block, std::size_t depth, const rwd::options& o, const rwd::env& bindings = {})
-      : o_(o), bindings_(bindings), arena_(o.width, depth, o.classes), params_(arena_.total), grads_(arena_.total) {
+      : o_(with_shape_width(o)), bindings_(bindings), arena_(state_shape(o_), depth, o_.classes), params_(arena_.total), grads_(arena_.total) {
     depth_ = depth;
     segment_ = rwd::checkpoint_segment(o.checkpoint_every, rwd::budget<double>(Block{}, bindings), depth);
     input_ = rwd::state_index_of<std::remove_const_t<decltype(Block::state())>>(o.input);
@@ -115,9 +119,9 @@ class model {
   double loss_and_gradient(std::span<const double> batch, std::span<const int> labels, rwd::mode m) {
     const std::size_t wb = o_.width * o_.batch;
     std::fill(grads_.begin(), grads_.end(), 0.0);
-    lanes st(*this, engine_type::work_per_sample(m, o_.width, o_.classes));
+    lanes st(*this, engine_type::work_per_sample(m, rwd::state_shape(o_), o_.classes));
     std::copy(batch.begin(), batch.end(), st.s[input_].begin());
-    std::vector<double> tape(engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_)), losses(o_.batch);
+    std::vector<double> tape(engine_type::tape_size(m, rwd::state_shape(o_), o_.batch, depth_, segment_)), losses(o_.batch);
     const engine_type eng = engine();
     eng.forward(st.ln, m, tape.data());
     st.ln.grads = grads_.data() + arena_.head;
@@ -134,7 +138,7 @@ class model {
 
   /// One layer forward from `state` (variables one after the other); returns the next state.
   std::vector<double> forward_layer(std::size_t l, const std::vector<double>& state) {
-    lanes st(*this, engine_type::work_per_sample(rwd::mode::reversible, o_.width, o_.classes));
+    lanes st(*this, engine_type::work_per_sample(rwd::mode::reversible, rwd::state_shape(o_), o_.classes));
     st.load(state);
     engine().forward_layer(l, st.ln, nullptr);
     return st.flat();
@@ -144,7 +148,7 @@ class model {
   /// the parameters'.
   std::vector<double> rewind_layer(std::size_t l, const std::vector<double>& state, std::vector<double>* bar = nullptr,
                                    std::vector<double>* grads = nullptr) {
-    lanes st(*this, engine_type::work_per_sample(rwd::mode::reversible, o_.width, o_.classes));
+    lanes st(*this, engine_type::work_per_sample(rwd::mode::reversible, rwd::state_shape(o_), o_.classes));
     st.load(state);
     if (bar) {
       for (std::size_t k = 0; k < ns; ++k) std::copy_n(bar->data() + k * st.wb, st.wb, st.b[k].data());
@@ -180,7 +184,7 @@ class model {
   };
 
   engine_type engine() const {
-    return engine_type({o_.width, o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
+    return engine_type({rwd::state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
                        Exec{&bindings_});
   }
 

@@ -30,6 +30,19 @@ TEST_CASE("step laws: a runtime step size in both updates (leapfrog with h)") {
   check_laws(rwd::block(v = v + step * F(x), x = x + step * v), rwd::env{}.set("h", 0.3));
 }
 
+// a state with a shape (3 channels of 4 x 5 positions) and maps of convolutions and group norms:
+// the bottleneck of a convolutional momentum block, and a coupling whose halves are images
+inline constexpr auto conv_f = rwd::map<"cf">(rwd::conv<4, 3>, rwd::group_norm<2>, rwd::relu, rwd::conv_same<3>);
+inline constexpr auto conv_g = rwd::map<"cg">(rwd::layer_norm, rwd::conv_same<1>, rwd::tanh);
+inline constexpr auto conv_s = rwd::map<"cs">(rwd::conv<2, 3>, rwd::tanh, rwd::conv_same<3>, rwd::tanh);
+TEST_CASE("step laws: momentum with a convolutional map on a 3x4x5 state") {
+  check_laws(rwd::momentum(x, v, 0.9_c, conv_f), {}, rwd::tensor_shape{3, 4, 5});
+}
+TEST_CASE("step laws: coupling of convolutional maps, and an affine coupling with a convolutional scale") {
+  check_laws(rwd::additive_coupling(x1, x2, conv_f, conv_g), {}, rwd::tensor_shape{3, 4, 5});
+  check_laws(rwd::block(x1 = x1 * rwd::exp(conv_s(x2)) + conv_g(x2), x2 = x2 + conv_f(x1)), {}, rwd::tensor_shape{3, 4, 5});
+}
+
 TEST_CASE("a model built from a network steps in its policy's mode") {
   using Momentum = std::remove_cv_t<decltype(momentum)>;
   const rwd::options o{.width = 6, .batch = 4, .classes = 3};

@@ -16,6 +16,7 @@
 #include <rewind/engine/map_runner.hpp>
 
 #include "../dsl/blocks.hpp"
+#include "cuda_functors.hpp"
 #include "reference.hpp"
 
 // A layer kind the library does not have, added the way a new kind is added (ARCHITECTURE.md):
@@ -26,12 +27,12 @@ struct linear_layer {};
 
 template <std::size_t N>
 struct rwd::layer_kind<linear_layer<N>> {
-  static constexpr std::size_t out(std::size_t, std::size_t width) { return N == 0 ? width : N; }
-  static constexpr std::size_t parameter_count(std::size_t in, std::size_t out) { return out * in; }
+  static constexpr rwd::tensor_shape out(rwd::tensor_shape, rwd::tensor_shape state) { return N == 0 ? state : rwd::tensor_shape{N}; }
+  static constexpr std::size_t parameter_count(rwd::tensor_shape in, rwd::tensor_shape out) { return out.size() * in.size(); }
   static constexpr long long fixed_width = static_cast<long long>(N);
   static constexpr bool keeps_output = false;
   static constexpr double bound(double x) { return x; }
-  static std::string describe(std::size_t) { return "linear " + std::to_string(N); }
+  static std::string describe(rwd::tensor_shape) { return "linear " + std::to_string(N); }
 };
 
 template <std::size_t N>
@@ -65,16 +66,19 @@ constexpr std::size_t width = 5, batch = 3;
 template <class M, class Exec>
 struct run {
   using L = rwd::map_layout<M>;
-  rwd::map_runner<M, double, Exec> runner{width, batch};
-  std::vector<double> stages = std::vector<double>(L::stage_size(width) * batch);
-  std::vector<double> scratch = std::vector<double>(L::scratch_size(width) * batch + 1);
+  rwd::tensor_shape state;
+  std::vector<double> stages = std::vector<double>(L::stage_size(state) * batch);
+  std::vector<double> scratch = std::vector<double>(L::scratch_size(state) * batch + 1);
+  std::vector<double> work = std::vector<double>(L::work_size(state) * batch + 1);
+  rwd::map_runner<M, double, Exec> runner{state, batch, {}, work.data()};
   std::vector<double> out, grads, vjp;
 
+  explicit run(rwd::tensor_shape s) : state(s) {}
   void go(const std::vector<double>& params, const std::vector<double>& in, const std::vector<double>& cot) {
     const double* y = runner.forward(params.data(), in.data(), stages.data());
-    out.assign(y, y + width * batch);
+    out.assign(y, y + state.size() * batch);
     grads.assign(params.size(), 0.0);
-    vjp.assign(width * batch, 0.0);
+    vjp.assign(state.size() * batch, 0.0);
     std::vector<double> g = cot;
     runner.backward(params.data(), grads.data(), in.data(), stages.data(), g.data(), scratch.data(), vjp.data());
   }
@@ -87,9 +91,10 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 template <class MapObject>
-void check_map(MapObject) {
+void check_map(MapObject, rwd::tensor_shape state = width) {
   using M = std::remove_cv_t<MapObject>;
-  CAPTURE(M::describe(width));
+  CAPTURE(M::describe(state));
+  REQUIRE(rwd::map_layout<M>::refusal(state) == "");
   std::mt19937_64 rng(5);
   std::normal_distribution<double> normal(0.0, 0.5);
   const auto random = [&](std::size_t n) {
@@ -97,15 +102,20 @@ void check_map(MapObject) {
     for (auto& e : v) e = normal(rng);
     return v;
   };
-  const auto params = random(M::parameter_count(width));
-  const auto in = random(width * batch), cot = random(width * batch);
-  run<M, loop_ops> loops;
-  run<M, rwd::cpu::map_ops<double>> eigen;
+  const auto params = random(M::parameter_count(state));
+  const auto in = random(state.size() * batch), cot = random(state.size() * batch);
+  run<M, loop_ops> loops(state);
+  run<M, rwd::cpu::map_ops<double>> eigen(state);
+  run<M, cuda_functors::map_ops> gpu_arithmetic(state);
   loops.go(params, in, cot);
   eigen.go(params, in, cot);
+  gpu_arithmetic.go(params, in, cot);
   CHECK(max_diff(loops.out, eigen.out) < 1e-13);
-  CHECK(max_diff(loops.grads, eigen.grads) < 1e-13);
+  CHECK(max_diff(loops.grads, eigen.grads) < 1e-12);
   CHECK(max_diff(loops.vjp, eigen.vjp) < 1e-13);
+  CHECK(max_diff(loops.out, gpu_arithmetic.out) < 1e-13);
+  CHECK(max_diff(loops.grads, gpu_arithmetic.grads) < 1e-12);
+  CHECK(max_diff(loops.vjp, gpu_arithmetic.vjp) < 1e-13);
 
   // <cot, J du> == <vjp, du> and <cot, J_theta dtheta> == <grads, dtheta>, by central differences
   const auto du = random(in.size()), dtheta = random(params.size());
@@ -120,7 +130,7 @@ void check_map(MapObject) {
     for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
     return s;
   };
-  run<M, loop_ops> plus, minus;
+  run<M, loop_ops> plus(state), minus(state);
   plus.go(params, along(in, du, h), cot);
   minus.go(params, along(in, du, -h), cot);
   double fd = 0;
@@ -172,4 +182,81 @@ TEST_CASE("a layer kind added through layer_kind and layer_rule alone runs on ev
   CHECK(std::abs(*first) > 0.2);
   CHECK(std::abs(*second) <= 0.5 * std::sqrt(6.0 / 11));
   CHECK(std::abs(*second) > 0.1);
+}
+
+namespace {
+
+// convolutions and normalizations on a shaped state: every arrangement the layout and the rules
+// distinguish (a convolution's bias fused into the activation after it, a 1x1 convolution
+// without patches, a normalization first (its input cotangent is the map's), last (its output
+// is the map's), G = 1 and G > 1, K = 1, 3, 5), and dense layers on a flattened image
+inline constexpr auto conv_only = rwd::map<"c1">(rwd::conv_same<3>);
+inline constexpr auto conv_relu_conv = rwd::map<"c2">(rwd::conv<4, 3>, rwd::relu, rwd::conv_same<3>);
+inline constexpr auto bottleneck = rwd::map<"c3">(rwd::conv<6, 1>, rwd::group_norm<2>, rwd::tanh, rwd::conv_same<5>);
+inline constexpr auto norm_first = rwd::map<"c4">(rwd::layer_norm, rwd::conv<2, 3>, rwd::sigmoid, rwd::conv_same<1>);
+inline constexpr auto norm_last = rwd::map<"c5">(rwd::conv<4, 3>, rwd::group_norm<4>, rwd::tanh, rwd::conv_same<3>, rwd::group_norm<3>);
+inline constexpr auto dense_on_image = rwd::map<"c6">(rwd::dense<7>, rwd::tanh, rwd::dense_same);
+inline constexpr auto conv_then_dense = rwd::map<"c7">(rwd::conv<2, 3>, rwd::tanh, rwd::dense_same);
+
+using conv_relu_conv_t = std::remove_cv_t<decltype(conv_relu_conv)>;
+static_assert(conv_relu_conv_t::parameter_count(rwd::tensor_shape{3, 5, 4}) == (4 * 3 * 9 + 4) + (3 * 4 * 9 + 3));
+static_assert(conv_relu_conv_t::shape(rwd::tensor_shape{3, 5, 4})[0].output == rwd::tensor_shape{4, 5, 4});
+static_assert(rwd::map_layout<conv_relu_conv_t>::stage_size(rwd::tensor_shape{3, 5, 4}) == (4 + 3) * 20);  // the first conv writes into relu's buffer
+static_assert(rwd::map_layout<conv_relu_conv_t>::work_size(rwd::tensor_shape{3, 5, 4}) == 4 * 9 * 20);    // the second conv's patches
+
+}  // namespace
+
+TEST_CASE("convolutions and group norms run on every executor, and their backward is their forward's transpose") {
+  for (const rwd::tensor_shape s : {rwd::tensor_shape{3, 5, 4}, rwd::tensor_shape{6, 3, 7}}) {
+    CAPTURE(s.text());
+    check_map(conv_only, s);
+    check_map(conv_relu_conv, s);
+    check_map(bottleneck, s);
+    check_map(norm_first, s);
+    check_map(dense_on_image, s);
+    check_map(conv_then_dense, s);
+  }
+  check_map(norm_last, rwd::tensor_shape{3, 2, 5});
+  check_map(rwd::map<"c8">(rwd::conv<5, 3>, rwd::group_norm<5>, rwd::relu, rwd::conv_same<3>), rwd::tensor_shape{2, 1, 6});  // one row
+}
+
+TEST_CASE("a map that cannot run on the state's shape is refused by name, with the reason") {
+  using bottleneck_t = std::remove_cv_t<decltype(bottleneck)>;
+  CHECK(rwd::map_layout<bottleneck_t>::refusal(rwd::tensor_shape{3, 5, 4}) == "");
+  // group norm 2 of a 3-channel input
+  const auto groups = rwd::map<"g">(rwd::group_norm<2>, rwd::conv_same<3>);
+  CHECK(rwd::map_layout<std::remove_cv_t<decltype(groups)>>::refusal(rwd::tensor_shape{3, 5, 4}) ==
+        "rewind: map g (3x5x4 -> group norm 2 -> conv3x3) on a 3x5x4 state: its layer 0 (group norm 2) cannot take a 3x5x4 input");
+  // a dense layer flattens: a convolution after it has one position, not the state's 20
+  const auto flat = rwd::map<"h">(rwd::dense<8>, rwd::conv_same<3>);
+  CHECK(rwd::map_layout<std::remove_cv_t<decltype(flat)>>::refusal(rwd::tensor_shape{3, 5, 4}) ==
+        "rewind: map h (3x5x4 -> 8 -> conv3x3) on a 3x5x4 state: its output is 3, not the state's 3x5x4");
+  using namespace rwd::literals;
+  const auto b = rwd::block(test_blocks::v = 0.5_c * test_blocks::v + groups(test_blocks::x), test_blocks::x = test_blocks::x + test_blocks::v);
+  CHECK_THROWS_WITH_AS(rwd::parameter_layout<std::remove_cv_t<decltype(b)>>(rwd::tensor_shape{3, 5, 4}, 2, 10),
+                       doctest::Contains("cannot take a 3x5x4 input"), rwd::error);
+  CHECK_NOTHROW(rwd::parameter_layout<std::remove_cv_t<decltype(b)>>(rwd::tensor_shape{4, 5, 4}, 2, 10));
+}
+
+TEST_CASE("squeeze is torch's pixel_unshuffle in the channels-last layout, and undoes itself") {
+  std::vector<double> image(16);
+  for (std::size_t i = 0; i < image.size(); ++i) image[i] = static_cast<double>(i);  // one 4 x 4 channel, row-major
+  const auto s = rwd::space_to_depth<double>(image, rwd::tensor_shape{1, 4, 4}, 1);
+  CHECK(rwd::squeezed(rwd::tensor_shape{1, 4, 4}) == rwd::tensor_shape{4, 2, 2});
+  // position (y, x) of the 2 x 2 result holds channels (dy, dx) = the 2 x 2 block at (2y, 2x)
+  CHECK(s == std::vector<double>{0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15});
+  // several channels and samples: channel 4 ch + 2 dy + dx, and the inverse restores the input
+  const rwd::tensor_shape shape{3, 6, 4};
+  std::vector<double> batch(shape.size() * 2);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = std::sin(1.0 + static_cast<double>(i));
+  auto out = rwd::space_to_depth<double>(batch, shape, 2);
+  const std::size_t b = 1, ch = 2, y = 1, x = 1, dy = 1, dx = 0;  // sample 1, channel 2 at (3, 2)
+  CHECK(out[(b * 6 + y * 2 + x) * 12 + 4 * ch + 2 * dy + dx] == batch[(b * 24 + (2 * y + dy) * 4 + 2 * x + dx) * 3 + ch]);
+  std::vector<double> back(batch.size());
+  const rwd::squeeze_op<double> undo{back.data(), out.data(), shape, false};
+  for (std::size_t col = 0; col < 2 * 6; ++col) undo(col);
+  CHECK(back == batch);
+  CHECK_THROWS_WITH_AS(rwd::space_to_depth<double>(batch, rwd::tensor_shape{3, 3, 8}, 2), "rewind: squeeze needs an even height and width, not 3x3x8",
+                       rwd::error);
+  CHECK_THROWS_WITH_AS(rwd::space_to_depth<double>(batch, shape, 3), doctest::Contains("are not 3 samples of 3x6x4"), rwd::error);
 }

@@ -39,15 +39,17 @@
   "store the state every few layers with policy::checkpointed, rewind in fixed point with "   \
   "policy::exact, or say so with policy::lossy"
 #define REWIND_E008                                                                              \
-  "rewind E008 (map shape): the last dense layer of a learned map must be dense_same, so that " \
-  "the map's output has the width of the state it is added to"
+  "rewind E008 (map shape): the last dense layer or convolution of a learned map must be "     \
+  "dense_same or conv_same, so that the map's output has the width (channels) of the state "   \
+  "it is added to"
 #define REWIND_E009                                                                              \
   "rewind E009 (rule 5): a block needs at least one update, and a stack at least one block"
 #define REWIND_E011                                                                              \
   "rewind E011: a constant must be a decimal literal such as 0.9_c or 2_c (no exponent, no "   \
   "hexadecimal), small enough to be held as an exact rational"
 #define REWIND_E012                                                                              \
-  "rewind E012: a learned map needs at least one layer (dense<N>, dense_same or an activation)"
+  "rewind E012: a learned map needs at least one layer (dense<N>, dense_same, conv<N, K>, "     \
+  "conv_same<K>, group_norm<G> or an activation)"
 #define REWIND_E013                                                                              \
   "rewind E013 (rule 4): the left of an update must be a state variable (rwd::var<\"x\">), "     \
   "as in x = x + f(v); a map call, an expression, a param or a constant cannot be assigned to"

@@ -4,6 +4,14 @@
 //
 // is width -> 16 -> tanh -> width: dense layers with an output width (a number, or the width of
 // the state), elementwise activations between them. `f(x)` is a call node in an expression.
+// On a state with a shape (channels x height x width, rwd::tensor_shape) a map may also hold
+// convolutions and normalizations:
+//
+//   rwd::map<"f">(rwd::conv<32, 3>, rwd::group_norm<4>, rwd::relu, rwd::conv_same<3>)
+//
+// is a 3x3 convolution to 32 channels, group norm, relu, and a 3x3 convolution back to the
+// state's channels. A dense layer sees a shaped input flattened (in storage order, channels
+// last); a 1x1 convolution is the dense layer applied at every position.
 // A map may declare the interval its Jacobian's slope lives in (`.slope(-1_c, 0_c)`, or
 // `.lipschitz(1_c)` for [-1, 1]); the budget analysis takes the worst case over it. Without one,
 // the analysis assumes slope 0 and says so. A map may also declare the interval its output lies
@@ -11,14 +19,20 @@
 // without one (tanh: (-1, 1)). The budget of a coefficient computed from the data, such as
 // exp(s(w)), follows from these ranges. Two calls of the same map in one layer share its
 // parameters (the two kicks of leapfrog use the same force).
+//
+// Slopes of maps with a normalization: a normalization divides by its input's spread, so no
+// slope follows from its type; the analysis knows only what the map declares (slope 0
+// otherwise, as for any map), and the declaration is the user's claim about the trained map.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <limits>
+#include <string>
 
 #include "diagnostics.hpp"
 #include "expr.hpp"
+#include "tensor_shape.hpp"
 
 namespace rwd {
 
@@ -48,49 +62,99 @@ struct declared_range {
   static constexpr rational lo{LN, LD}, hi{HN, HD};
 };
 
-/// One layer of a map at run time: in -> out per sample, and its learned scalars.
+/// One layer of a map at run time: its input and output shapes per sample (and their sizes, in
+/// and out) and its learned scalars.
 struct layer_shape {
   std::size_t in = 0, out = 0, parameters = 0;
+  tensor_shape input{}, output{};
 };
 
 /// What the language knows of a layer kind; how it runs is the engine's (one header per kind
 /// under rewind/engine/layers/). A kind specialises layer_kind with
-///   out(in, width)              outputs per sample for `in` inputs, in a state of `width`
+///   out(in, state)              its output shape for an input shape, in a state of that shape
 ///   parameter_count(in, out)    learned scalars
-///   fixed_width                 the output width it sets (0: the state's), or none (-1: its
+///   fixed_width                 the output channels it sets (0: the state's), or none (-1: its
 ///                               input's), for E008
 ///   keeps_output                whether its backward pass reads its output (explain's count)
 ///   bound(x)                    its output's limit at x = -inf or +inf (the map's range when it
 ///                               is the last layer)
-///   describe(width)             its part of "784 -> 16 -> tanh -> 784"
+///   describe(state)             its part of "784 -> 16 -> tanh -> 784"
 template <class L>
 struct layer_kind;
 
+/// A dense layer sees its input flattened (all of a sample's values, in storage order); its
+/// output is a flat vector, or the state's shape for dense_same.
 template <std::size_t N>
 struct layer_kind<dense_layer<N>> {
-  static constexpr std::size_t out(std::size_t, std::size_t width) { return N == 0 ? width : N; }
-  static constexpr std::size_t parameter_count(std::size_t in, std::size_t out) { return out * in + out; }
+  static constexpr tensor_shape out(tensor_shape, tensor_shape state) { return N == 0 ? state : tensor_shape{N}; }
+  static constexpr std::size_t parameter_count(tensor_shape in, tensor_shape out) { return out.size() * in.size() + out.size(); }
   static constexpr long long fixed_width = static_cast<long long>(N);
   static constexpr bool keeps_output = false;
   static constexpr double bound(double x) { return x; }
-  static std::string describe(std::size_t width) {
-    return N == 0 ? (width ? std::to_string(width) : std::string("W")) : std::to_string(N);
-  }
+  static std::string describe(tensor_shape state) { return N == 0 ? state.text() : std::to_string(N); }
 };
 
 template <class F>
 struct layer_kind<elementwise<F>> {
-  static constexpr std::size_t out(std::size_t in, std::size_t) { return in; }
-  static constexpr std::size_t parameter_count(std::size_t, std::size_t) { return 0; }
+  static constexpr tensor_shape out(tensor_shape in, tensor_shape) { return in; }
+  static constexpr std::size_t parameter_count(tensor_shape, tensor_shape) { return 0; }
   static constexpr long long fixed_width = -1;
   static constexpr bool keeps_output = true;
   static constexpr double bound(double x) { return F::bound(x); }
-  static std::string describe(std::size_t) { return std::string(F::name); }
+  static std::string describe(tensor_shape) { return std::string(F::name); }
+};
+
+/// A K x K convolution with stride 1 and same (zero) padding, N output channels (0: the state's),
+/// and a bias per output channel; positions are kept. K is odd.
+template <std::size_t N, std::size_t K>
+struct conv_layer {
+  static_assert(K % 2 == 1, "rewind: a same-padded convolution has an odd kernel size");
+  static constexpr std::size_t channels = N, kernel = K;
+};
+template <std::size_t N, std::size_t K>
+inline constexpr conv_layer<N, K> conv{};
+template <std::size_t K>
+inline constexpr conv_layer<0, K> conv_same{};
+
+template <std::size_t N, std::size_t K>
+struct layer_kind<conv_layer<N, K>> {
+  static constexpr tensor_shape out(tensor_shape in, tensor_shape state) { return {N == 0 ? state.c : N, in.h, in.w}; }
+  static constexpr std::size_t parameter_count(tensor_shape in, tensor_shape out) { return out.c * in.c * K * K + out.c; }
+  static constexpr long long fixed_width = static_cast<long long>(N);
+  static constexpr bool keeps_output = false;
+  static constexpr double bound(double x) { return x; }
+  static std::string describe(tensor_shape) {
+    return "conv" + std::to_string(K) + "x" + std::to_string(K) + (N == 0 ? std::string() : " " + std::to_string(N));
+  }
+};
+
+/// Group normalization: the channels in G groups, each group of each sample normalised over its
+/// channels and positions to mean 0 and variance 1 (plus eps = 1e-5), then scaled and shifted per
+/// channel (gamma, beta: torch.nn.GroupNorm's affine parameters). group_norm<1> is layer norm over
+/// a sample. The channel count must be a multiple of G.
+template <std::size_t G>
+struct group_norm_layer {
+  static_assert(G > 0, "rewind: group norm needs at least one group");
+  static constexpr std::size_t groups = G;
+};
+template <std::size_t G>
+inline constexpr group_norm_layer<G> group_norm{};
+inline constexpr group_norm_layer<1> layer_norm{};
+
+template <std::size_t G>
+struct layer_kind<group_norm_layer<G>> {
+  static constexpr tensor_shape out(tensor_shape in, tensor_shape) { return in; }
+  static constexpr std::size_t parameter_count(tensor_shape in, tensor_shape) { return 2 * in.c; }
+  static constexpr long long fixed_width = -1;
+  static constexpr bool keeps_output = false;
+  /// Normalised values are bounded by sqrt(group size) but gamma and beta are learned: unbounded.
+  static constexpr double bound(double x) { return x; }
+  static std::string describe(tensor_shape) { return G == 1 ? std::string("layer norm") : "group norm " + std::to_string(G); }
 };
 
 /// A layer of a map: a type with a layer_kind.
 template <class L>
-concept map_layer = requires { layer_kind<L>::out(std::size_t{}, std::size_t{}); };
+concept map_layer = requires { layer_kind<L>::out(tensor_shape{}, tensor_shape{}); };
 
 template <class Name, class Slope, class Range, class... Layers>
 struct learned_map : detail::map_tag {
@@ -145,28 +209,32 @@ struct learned_map : detail::map_tag {
     else return last_layer_bound(cmath::infinity);
   }
 
-  /// The layers for a state of the given width.
-  static constexpr std::array<layer_shape, sizeof...(Layers)> shape(std::size_t width) {
+  /// The layers for a state of the given shape (a number: a flat state of that width).
+  static constexpr std::array<layer_shape, sizeof...(Layers)> shape(tensor_shape state) {
     std::array<layer_shape, sizeof...(Layers)> out{};
-    std::size_t w = width, i = 0;
+    tensor_shape x = state;
+    std::size_t i = 0;
     (
         [&] {
-          const std::size_t o = layer_kind<Layers>::out(w, width);
-          out[i++] = {w, o, layer_kind<Layers>::parameter_count(w, o)};
-          w = o;
+          const tensor_shape y = layer_kind<Layers>::out(x, state);
+          out[i++] = {x.size(), y.size(), layer_kind<Layers>::parameter_count(x, y), x, y};
+          x = y;
         }(),
         ...);
     return out;
   }
-  /// Number of learned scalars (weights and biases) for a state of the given width.
-  static constexpr std::size_t parameter_count(std::size_t width) {
+  /// The map's output shape for a state of the given shape (E008 makes its channels the state's;
+  /// the positions follow from the layers: a dense layer flattens).
+  static constexpr tensor_shape output_shape(tensor_shape state) { return shape(state)[sizeof...(Layers) - 1].output; }
+  /// Number of learned scalars (weights and biases) for a state of the given shape.
+  static constexpr std::size_t parameter_count(tensor_shape width) {
     std::size_t n = 0;
     for (const auto& l : shape(width)) n += l.parameters;
     return n;
   }
   /// Number of scalars per sample the map keeps for its backward pass (the outputs of the layers
   /// whose backward reads them: activations).
-  static constexpr std::size_t intermediate_count(std::size_t width) {
+  static constexpr std::size_t intermediate_count(tensor_shape width) {
     constexpr std::array<bool, sizeof...(Layers)> keeps{layer_kind<Layers>::keeps_output...};
     std::size_t n = 0, k = 0;
     for (const auto& l : shape(width)) n += keeps[k++] ? l.out : 0;
@@ -178,10 +246,10 @@ struct learned_map : detail::map_tag {
     return layer_kind<last>::bound(x);
   }
 
-  /// "784 -> 16 -> tanh -> 784" for a state of width 784 ("W" when width is 0).
-  static std::string describe(std::size_t width = 0) {
-    std::string s = width ? std::to_string(width) : "W";
-    ((s += " -> " + layer_kind<Layers>::describe(width)), ...);
+  /// "784 -> 16 -> tanh -> 784" for a state of width 784 ("W" when the shape is unknown: c = 0).
+  static std::string describe(tensor_shape state = {}) {
+    std::string s = state.text();
+    ((s += " -> " + layer_kind<Layers>::describe(state)), ...);
     return s;
   }
 };
@@ -201,8 +269,8 @@ template <fixed_string Name, class... Layers>
 constexpr auto map(Layers...) {
   static_assert(sizeof...(Layers) > 0, REWIND_E012);
   static_assert((map_layer<Layers> && ...),
-                "rewind: the layers of a map are dense<N>, dense_same, or activations such as "
-                "rwd::tanh");
+                "rewind: the layers of a map are dense<N>, dense_same, conv<N, K>, conv_same<K>, "
+                "group_norm<G>, layer_norm, or activations such as rwd::tanh");
   static_assert(detail::output_is_state_width<Layers...>(), REWIND_E008);
   return learned_map<name_of<Name>, undeclared_slope, undeclared_range, Layers...>{};
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <rewind/diagnostics.hpp>
+#include <rewind/tensor_shape.hpp>
 
 namespace rwd {
 
@@ -49,6 +50,11 @@ struct exact_report {
 
 struct options {
   std::size_t width = 0, batch = 0, classes = 10;
+  // Each state variable's shape per sample (channels x height x width, stored channels last: the
+  // input batch holds the c values of each position together), for maps with convolutions or
+  // normalizations; unset (c = 0): a flat vector of `width` values. When set, width may be left
+  // 0 (it becomes c h w) or must equal c h w.
+  tensor_shape shape{};
   std::uint64_t seed = 1;
   std::string_view input = "x";   // the state variable that receives the input; the others start at 0
   std::string_view output = "x";  // the state variable the loss head reads
@@ -74,6 +80,19 @@ struct options {
   // of every sum, so the gradient is the same bit for bit on any number of threads.
   std::size_t grain = 32;
 };
+
+/// The state's shape of options o: o.shape, or a flat vector of o.width.
+inline tensor_shape state_shape(const options& o) { return o.shape.c ? o.shape : tensor_shape{o.width}; }
+/// o with its width made the size of its shape, where a shape is set; a width that disagrees
+/// with it is an error.
+inline options with_shape_width(options o) {
+  if (o.shape.c == 0) return o;
+  if (o.width != 0 && o.width != o.shape.size())
+    throw error("rewind: options.width " + std::to_string(o.width) + " is not the size of options.shape " + o.shape.text() + " (" +
+                std::to_string(o.shape.size()) + ")");
+  o.width = o.shape.size();
+  return o;
+}
 
 /// Bytes of a training step's activations and workspaces, besides parameters, their gradients
 /// and the input batch: measured (tracked peak) or planned (closed form).

@@ -22,7 +22,9 @@
 #include <rewind/map.hpp>
 #include <rewind/pointwise.hpp>
 #include <rewind/engine/layers/activation.hpp>
+#include <rewind/engine/layers/conv.hpp>
 #include <rewind/engine/layers/dense.hpp>
+#include <rewind/engine/layers/group_norm.hpp>
 #include <rewind/engine/parameter_file.hpp>
 #include <rewind/engine/safetensors.hpp>
 
@@ -41,18 +43,18 @@ struct map_layout {
     return b[k].hands_bias_to_next && k + 1 < depth && b[k + 1].takes_bias_of_previous;
   }
   /// Scalars per sample of the stage buffers of one call.
-  static constexpr std::size_t stage_size(std::size_t width) {
+  static constexpr std::size_t stage_size(tensor_shape state) {
     std::size_t n = 0, k = 0;
-    for (const auto& s : M::shape(width)) n += fused(k++) ? 0 : s.out;
+    for (const auto& s : M::shape(state)) n += fused(k++) ? 0 : s.out;
     return n;
   }
   /// Scalars per sample of the backward scratch (not counting the output cotangent and result):
   /// the input cotangents of the layers that write their own, but the first such layer's.
-  static constexpr std::size_t scratch_size(std::size_t width) {
+  static constexpr std::size_t scratch_size(tensor_shape state) {
     constexpr auto b = buffers();
     std::size_t n = 0, k = 0;
     bool first = true;
-    for (const auto& s : M::shape(width))
+    for (const auto& s : M::shape(state))
       if (b[k++].own_input_cotangent) {
         if (!first) n += s.in;
         first = false;
@@ -63,25 +65,53 @@ struct map_layout {
   /// read it)?
   static constexpr bool output_free_in_backward() { return !buffers()[depth - 1].backward_reads_output; }
 
+  /// Scalars per sample of the workspace the layers' passes use and do not keep (the largest).
+  static constexpr std::size_t work_size(tensor_shape state) {
+    std::size_t n = 0, k = 0;
+    const auto shape = M::shape(state);
+    hana::for_each(M::layers(), [&](auto l) {
+      if constexpr (requires { layer_rule<decltype(l)>::workspace(shape[k]); }) n = std::max(n, layer_rule<decltype(l)>::workspace(shape[k]));
+      ++k;
+    });
+    return n;
+  }
+  /// Why the map cannot run on a state of this shape ("" when it can): a layer that refuses its
+  /// input, or an output whose shape is not the state's.
+  static std::string refusal(tensor_shape state) {
+    const auto shape = M::shape(state);
+    std::string why;
+    std::size_t k = 0;
+    hana::for_each(M::layers(), [&](auto l) {
+      if constexpr (requires { layer_rule<decltype(l)>::accepts(shape[k].input); })
+        if (why.empty() && !layer_rule<decltype(l)>::accepts(shape[k].input))
+          why = "its layer " + std::to_string(k) + " (" + layer_kind<decltype(l)>::describe(state) + ") cannot take a " +
+                shape[k].input.text() + " input";
+      ++k;
+    });
+    if (why.empty() && !(M::output_shape(state) == state))
+      why = "its output is " + M::output_shape(state).text() + ", not the state's " + state.text();
+    return why.empty() ? why : "rewind: map " + std::string(M::name) + " (" + M::describe(state) + ") on a " + state.text() + " state: " + why;
+  }
+
   /// Output k's buffer in a call's stages, laid out one after the other (a fused dense layer
   /// writes into its activation's buffer).
   template <class T>
-  static std::array<T*, depth> outputs(T* stages, std::size_t width, std::size_t batch) {
+  static std::array<T*, depth> outputs(T* stages, tensor_shape state, std::size_t batch) {
     std::array<T*, depth> out{};
-    const auto shape = M::shape(width);
+    const auto shape = M::shape(state);
     for (std::size_t k = 0; k < depth; ++k) {
       if (fused(k)) continue;
       out[k] = stages;
       stages += shape[k].out * batch;
     }
-    for (std::size_t k = 0; k < depth; ++k)
+    for (std::size_t k = 0; k + 1 < depth; ++k)  // the last layer is never fused
       if (fused(k)) out[k] = out[k + 1];
     return out;
   }
   /// Where layer k's parameters start in the map's block of the arena.
-  static std::array<std::size_t, depth> offsets(std::size_t width) {
+  static std::array<std::size_t, depth> offsets(tensor_shape state) {
     std::array<std::size_t, depth> at{};
-    const auto shape = M::shape(width);
+    const auto shape = M::shape(state);
     for (std::size_t k = 0, off = 0; k < depth; ++k) {
       at[k] = off;
       off += shape[k].parameters;
@@ -91,10 +121,10 @@ struct map_layout {
   /// Where layer k writes its input cotangent in the backward pass, for the layers that write
   /// their own: the first such layer straight into vjp, the others one after the other in scratch.
   template <class T>
-  static std::array<T*, depth> cotangent_targets(T* scratch, T* vjp, std::size_t width, std::size_t batch) {
+  static std::array<T*, depth> cotangent_targets(T* scratch, T* vjp, tensor_shape state, std::size_t batch) {
     constexpr auto b = buffers();
     std::array<T*, depth> at{};
-    const auto shape = M::shape(width);
+    const auto shape = M::shape(state);
     bool first = true;
     for (std::size_t k = 0; k < depth; ++k)
       if (b[k].own_input_cotangent) {
@@ -133,20 +163,20 @@ struct update_plan {
     else return reads_call<C>(typename S::value{});
   }
   /// Per sample: each call's input (when its argument is an expression) and stage buffers.
-  static constexpr std::size_t calls_size(std::size_t width) {
+  static constexpr std::size_t calls_size(tensor_shape state) {
     std::size_t n = 0;
     hana::for_each(Calls{}, [&](auto t) {
       using C = typename decltype(t)::type;
-      n += (state_variable<typename C::argument> ? 0 : width) + map_layout<typename C::map_type>::stage_size(width);
+      n += (state_variable<typename C::argument> ? 0 : state.size()) + map_layout<typename C::map_type>::stage_size(state);
     });
     return n;
   }
   /// Per sample: each map step's cotangent (unless it reuses the output), scratch and result.
-  static constexpr std::size_t steps_size(std::size_t width) {
+  static constexpr std::size_t steps_size(tensor_shape state) {
     std::size_t n = 0;
     hana::for_each(Steps{}, [&](auto s) {
       using S = typename decltype(s)::type;
-      n += (cotangent_in_output<S>() ? 0 : width) + map_layout<typename S::call_type::map_type>::scratch_size(width) + width;
+      n += (cotangent_in_output<S>() ? 0 : state.size()) + map_layout<typename S::call_type::map_type>::scratch_size(state) + state.size();
     });
     return n;
   }
@@ -172,37 +202,37 @@ struct update_frame {
       for (std::size_t p = 0; p < Layout::n_params; ++p) f.params[p] = scalars[p];
   }
   /// Places the calls' inputs (for calls on an expression) and stages from `base`; returns the end.
-  T* place_calls(T* base, std::size_t width, std::size_t batch) {
+  T* place_calls(T* base, tensor_shape state, std::size_t batch) {
     std::size_t c = 0;
     hana::for_each(typename P::Calls{}, [&](auto t) {
       using C = typename decltype(t)::type;
       if constexpr (!state_variable<typename C::argument>) {
         call_input[c] = base;
-        base += width * batch;
+        base += state.size() * batch;
       }
       call_stages[c] = base;
-      base += map_layout<typename C::map_type>::stage_size(width) * batch;
+      base += map_layout<typename C::map_type>::stage_size(state) * batch;
       ++c;
     });
     return base;
   }
   /// Links the calls' inputs and outputs to buffers already filled (a stored tape entry, after
   /// place_calls on it): the output is the last stage of each call.
-  void relink_calls(std::size_t width, std::size_t batch) {
+  void relink_calls(tensor_shape state, std::size_t batch) {
     std::size_t c = 0;
     hana::for_each(typename P::Calls{}, [&](auto t) {
       using C = typename decltype(t)::type;
       using M = typename C::map_type;
       if constexpr (state_variable<typename C::argument>) call_in[c] = f.state[Layout::template state_index<typename C::argument>];
       else call_in[c] = call_input[c];
-      call_out[c] = map_layout<M>::outputs(call_stages[c], width, batch)[M::depth - 1];
+      call_out[c] = map_layout<M>::outputs(call_stages[c], state, batch)[M::depth - 1];
       f.calls[c] = call_out[c];
       ++c;
     });
   }
   /// Places each map step's cotangent (or reuses the call's output), scratch and result from
   /// `base`; after place_calls and the calls' forward (call_out).
-  void place_steps(T* base, std::size_t width, std::size_t batch) {
+  void place_steps(T* base, tensor_shape state, std::size_t batch) {
     std::size_t j = 0;
     hana::for_each(typename P::Steps{}, [&](auto s) {
       using S = typename decltype(s)::type;
@@ -211,12 +241,12 @@ struct update_frame {
         cot[j] = call_out[Layout::template call_index<C>];
       } else {
         cot[j] = base;
-        base += width * batch;
+        base += state.size() * batch;
       }
       scratch[j] = base;
-      base += map_layout<typename C::map_type>::scratch_size(width) * batch;
+      base += map_layout<typename C::map_type>::scratch_size(state) * batch;
       vjp[j] = base;
-      base += width * batch;
+      base += state.size() * batch;
       ++j;
     });
   }
@@ -243,15 +273,19 @@ template <class Block>
 struct parameter_layout {
   using Maps = std::remove_const_t<decltype(Block::maps())>;
   static constexpr std::size_t n_maps = decltype(hana::length(Maps{}))::value;
-  std::size_t width = 0, depth = 0, classes = 0;
+  tensor_shape state;  // each state variable's shape per sample
+  std::size_t width = 0, depth = 0, classes = 0;  // width: state.size()
   std::array<std::size_t, n_maps == 0 ? 1 : n_maps> map_offset{};
   std::size_t per_layer = 0, head = 0, total = 0;
 
-  parameter_layout(std::size_t width_, std::size_t depth_, std::size_t classes_) : width(width_), depth(depth_), classes(classes_) {
+  /// Refuses (rwd::error) a block whose maps cannot run on a state of this shape.
+  parameter_layout(tensor_shape state_, std::size_t depth_, std::size_t classes_)
+      : state(state_), width(state_.size()), depth(depth_), classes(classes_) {
     hana::for_each(Maps{}, [&](auto t) {
       using M = typename decltype(t)::type;
+      if (const std::string why = map_layout<M>::refusal(state); !why.empty()) throw error(why);
       map_offset[index_of<M>()] = per_layer;
-      per_layer += M::parameter_count(width);
+      per_layer += M::parameter_count(state);
     });
     head = per_layer * depth;
     total = head + classes * width + classes;
@@ -266,7 +300,8 @@ struct parameter_layout {
   }
 
   /// The header of a parameter file holding this arena: the shapes, and a fingerprint of the
-  /// block's printed updates and maps (a file is read back only into the same block and shapes).
+  /// block's printed updates and maps, and of the state's shape when it has positions (a file is
+  /// read back only into the same block and shapes).
   parameter_file_header file_header() const {
     parameter_file_header h;
     h.width = width;
@@ -276,6 +311,7 @@ struct parameter_layout {
     std::string text;
     hana::for_each(Block::updates(), [&](auto u) { text += u.text() + ";"; });
     hana::for_each(Maps{}, [&](auto t) { text += typename decltype(t)::type{}.describe() + ";"; });
+    if (!state.flat()) text += "state " + state.text() + ";";
     h.block_fingerprint = fnv1a(text.data(), text.size());
     return h;
   }
@@ -286,8 +322,8 @@ struct parameter_layout {
     for (std::size_t l = 0; l < depth; ++l)
       hana::for_each(Maps{}, [&](auto t) {
         using M = typename decltype(t)::type;
-        const auto shape = M::shape(width);
-        const auto at = map_layout<M>::offsets(width);
+        const auto shape = M::shape(state);
+        const auto at = map_layout<M>::offsets(state);
         std::size_t k = 0;
         hana::for_each(M::layers(), [&](auto layer) {
           f(l, t, k, layer, shape[k], offset<M>(l) + at[k]);
@@ -299,7 +335,7 @@ struct parameter_layout {
   /// The fingerprint with the shapes, as a safetensors file's metadata states it.
   std::string fingerprint_text() const {
     const auto h = file_header();
-    return detail::safetensors::hex(h.block_fingerprint) + " width " + std::to_string(width) + " depth " + std::to_string(depth) +
+    return detail::safetensors::hex(h.block_fingerprint) + " width " + state.text() + " depth " + std::to_string(depth) +
            " classes " + std::to_string(classes);
   }
 
@@ -355,7 +391,7 @@ struct parameter_layout {
     std::fill(params.begin(), params.end(), T(0));
     for_each_layer([&](std::size_t, auto map, std::size_t k, auto layer, const layer_shape& shape, std::size_t at) {
       if constexpr (requires(T* p, const layer_shape& s) { layer_rule<decltype(layer)>::initialise(p, s, 1.0, fill); }) {
-        const auto shapes = decltype(map)::type::shape(width);
+        const auto shapes = decltype(map)::type::shape(state);
         std::size_t last_learned = 0;
         for (std::size_t j = 0; j < shapes.size(); ++j) last_learned = shapes[j].parameters ? j : last_learned;
         layer_rule<decltype(layer)>::initialise(&params[at], shape, k == last_learned ? output_scale : 1.0, fill);

@@ -17,15 +17,19 @@
 //   bias_gradient(G, gb, rows, cols)        gb += the row sums of G
 //   activation_backward<Fn>(G, Y, copy, n)  G *= Fn'(u) from the output Y = Fn(u); copy = G
 //                                           where copy is not null
+//   each(op, n)                             op(i) for every i in [0, n), in any order (op: a
+//                                           functor of layers/image_ops.hpp, each i writing
+//                                           its own outputs)
 // Fn is a dsl function (rwd::fn::tanh_fn, ...): its value and its derivative from the output
 // are stated once, in the dsl. The CPU backend's executor is Eigen, the CUDA backend's cuBLAS and
 // kernels, the tests' a plain loop in double (tests/engine/test_map_runner.cpp).
 //
-// Adding a layer kind (a convolution, a normalization): rwd::layer_kind for what the language
-// knows of it (shape, parameter count, range; dsl/map.hpp says what), and a header under layers/
-// specialising rwd::layer_rule: its layer_buffers (from which rwd::map_layout places a call's
-// buffers), forward and backward over the primitives (new primitives go into every executor),
-// and its initialisation. tests/engine/test_map_runner.cpp adds a kind that way.
+// Adding a layer kind: rwd::layer_kind for what the language knows of it (shape, parameter count,
+// range; dsl/map.hpp says what), and a header under layers/ specialising rwd::layer_rule: its
+// layer_buffers (from which rwd::map_layout places a call's buffers), its workspace, forward and
+// backward over the primitives (work that is not a GEMM as functors run by `each`; a new
+// primitive goes into every executor), and its initialisation. conv.hpp and group_norm.hpp are
+// written that way; tests/engine/test_map_runner.cpp adds a kind in the test alone.
 #pragma once
 
 #include <array>
@@ -36,7 +40,9 @@
 #include <rewind/map.hpp>
 
 #include "layers/activation.hpp"
+#include "layers/conv.hpp"
 #include "layers/dense.hpp"
+#include "layers/group_norm.hpp"
 
 namespace rwd {
 
@@ -46,6 +52,7 @@ concept map_executor = requires(const E& e, const T* c, T* p, std::size_t n, boo
   e.gemm(t, t, n, n, n, c, c, T{}, p);
   e.template bias<void>(p, c, n, n);
   e.bias_gradient(c, p, n, n);
+  e.each(im2col_op<T>{}, n);
 };
 
 /// Runs map M forward and backward over caller-provided buffers, through executor Exec.
@@ -53,28 +60,37 @@ template <class M, class T, class Exec>
   requires map_executor<Exec, T>
 struct map_runner {
   using L = map_layout<M>;
-  std::size_t width, batch;
+  tensor_shape state;
+  std::size_t batch;
   Exec exec{};
+  T* work = nullptr;  // L::work_size(state) x batch scalars, for the layers' passes
 
   /// Output k's buffer: stages laid out one after the other from `stages`.
-  std::array<T*, L::depth> outputs(T* stages) const { return L::outputs(stages, width, batch); }
+  std::array<T*, L::depth> outputs(T* stages) const { return L::outputs(stages, state, batch); }
 
   /// y = M(in); returns the output buffer (inside stages).
   const T* forward(const T* params, const T* in, T* stages) const {
-    const auto shape = M::shape(width);
+    const auto shape = M::shape(state);
     const auto out = outputs(stages);
-    const auto offsets = L::offsets(width);
+    const auto offsets = L::offsets(state);
     const T* x = in;
-    std::size_t k = 0;
+    const T* bias = nullptr;  // a bias the previous layer left to this one
+    std::size_t bias_rows = 0, k = 0;
     hana::for_each(M::layers(), [&](auto layer) {
+      using rule = layer_rule<decltype(layer)>;
       const layer_forward<T> step{.shape = shape[k],
                                   .batch = batch,
                                   .params = params + offsets[k],
                                   .x = x,
                                   .y = out[k],
                                   .into_next = L::fused(k),
-                                  .bias_before = k > 0 && L::fused(k - 1) ? params + offsets[k - 1] + shape[k - 1].in * shape[k - 1].out : nullptr};
-      layer_rule<decltype(layer)>::forward(exec, step);
+                                  .bias_before = bias,
+                                  .bias_rows = bias_rows,
+                                  .work = work};
+      rule::forward(exec, step);
+      bias = nullptr;
+      if constexpr (requires { rule::bias(shape[k]); })
+        if (L::fused(k)) bias = params + offsets[k] + rule::bias(shape[k]).offset, bias_rows = rule::bias(shape[k]).rows;
       x = out[k];
       ++k;
     });
@@ -84,10 +100,10 @@ struct map_runner {
   /// Backward from the output cotangent g (overwritten): dtheta accumulates into grads, the input
   /// cotangent lands in vjp.
   void backward(const T* params, T* grads, const T* in, T* stages, T* g, T* scratch, T* vjp) const {
-    const auto shape = M::shape(width);
+    const auto shape = M::shape(state);
     const auto out = outputs(stages);
-    const auto offsets = L::offsets(width);
-    const auto cotangent_of = L::cotangent_targets(scratch, vjp, width, batch);
+    const auto offsets = L::offsets(state);
+    const auto cotangent_of = L::cotangent_targets(scratch, vjp, state, batch);
     std::size_t k = L::depth;
     hana::for_each(hana::reverse(M::layers()), [&](auto layer) {
       --k;
@@ -98,7 +114,8 @@ struct map_runner {
                                    .x = k == 0 ? in : out[k - 1],
                                    .y = out[k],
                                    .g = g,
-                                   .dx = k == 0 ? vjp : cotangent_of[k]};
+                                   .dx = k == 0 ? vjp : cotangent_of[k],
+                                   .work = work};
       g = layer_rule<decltype(layer)>::backward(exec, step);
     });
   }

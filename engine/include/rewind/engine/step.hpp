@@ -103,8 +103,10 @@ class step_engine {
   /// The shapes of a step. `params` is the parameter arena (executor memory) laid out by
   /// `arena`; `scalars` the block's runtime scalars; segment the layers per checkpoint.
   struct shape {
-    std::size_t width = 0, batch = 0, classes = 0, depth = 0, segment = 1;
+    tensor_shape state;  // each state variable's shape per sample
+    std::size_t batch = 0, classes = 0, depth = 0, segment = 1;
     std::size_t input = 0, output = 0;
+    std::size_t width() const { return state.size(); }
   };
 
   step_engine(const shape& s, const parameter_layout<Block>& arena, const T* params, const scalars_type& scalars, Exec exec)
@@ -112,6 +114,8 @@ class step_engine {
 
   const Exec& executor() const { return exec_; }
   const shape& dims() const { return s_; }
+  /// Where an update's call and step buffers start in a lane's workspace: after the maps'.
+  T* buffers(const lane_type& ln) const { return ln.work + map_work_per_sample(s_.state) * ln.count; }
   /// Update U's frame, pointed at a lane's state and cotangents and at the runtime scalars.
   template <class U>
   frame<U> frame_of(const lane_type& ln) const {
@@ -130,41 +134,48 @@ class step_engine {
 
   // --- sizes (closed forms of the block's types and the shapes) ----------------------------------
   /// Tape per sample of one layer: each update's target and call buffers.
-  static std::size_t tape_per_sample(std::size_t width) {
+  static std::size_t tape_per_sample(tensor_shape state) {
     std::size_t n = 0;
-    hana::for_each(Block::updates(), [&](auto u) { n += width + plan<decltype(u)>::calls_size(width); });
+    hana::for_each(Block::updates(), [&](auto u) { n += state.size() + plan<decltype(u)>::calls_size(state); });
     return n;
   }
-  /// A lane's workspace per sample in mode m: the largest of the head's logits and any update's
-  /// buffers (stored: its map steps'; the others: its calls' and map steps'; exact: and g's where
-  /// g is an expression).
-  static std::size_t work_per_sample(mode m, std::size_t width, std::size_t classes) {
-    std::size_t n = classes;
+  /// The maps' workspace per sample (the largest of the block's maps'), at the start of a lane's
+  /// workspace; an update's buffers follow it.
+  static std::size_t map_work_per_sample(tensor_shape state) {
+    std::size_t n = 0;
+    hana::for_each(Maps{}, [&](auto t) { n = std::max(n, map_layout<typename decltype(t)::type>::work_size(state)); });
+    return n;
+  }
+  /// A lane's workspace per sample in mode m: the largest of the head's logits and the maps'
+  /// workspace with any update's buffers (stored: its map steps'; the others: its calls' and map
+  /// steps'; exact: and g's where g is an expression).
+  static std::size_t work_per_sample(mode m, tensor_shape state, std::size_t classes) {
+    std::size_t n = 0;
     hana::for_each(Block::updates(), [&](auto u) {
       using U = decltype(u);
       using P = plan<U>;
-      const std::size_t calls = m == mode::stored ? 0 : P::calls_size(width), g = m == mode::exact && g_needs_buffer<U>() ? width : 0;
-      n = std::max(n, calls + P::steps_size(width) + g);
+      const std::size_t calls = m == mode::stored ? 0 : P::calls_size(state), g = m == mode::exact && g_needs_buffer<U>() ? state.size() : 0;
+      n = std::max(n, calls + P::steps_size(state) + g);
     });
-    return n;
+    return std::max(classes, map_work_per_sample(state) + n);
   }
   /// Scalars of the whole batch's tape in mode m (stored: every layer's; checkpointed: one state
   /// per segment boundary below the top).
-  static std::size_t tape_size(mode m, std::size_t width, std::size_t batch, std::size_t depth, std::size_t segment) {
-    if (m == mode::stored) return depth * tape_per_sample(width) * batch;
-    if (m == mode::checkpointed) return (depth - 1) / segment * ns * width * batch;
+  static std::size_t tape_size(mode m, tensor_shape state, std::size_t batch, std::size_t depth, std::size_t segment) {
+    if (m == mode::stored) return depth * tape_per_sample(state) * batch;
+    if (m == mode::checkpointed) return (depth - 1) / segment * ns * state.size() * batch;
     return 0;
   }
   /// The closed-form memory of a step run as one lane of the whole batch in mode m (stored,
   /// reversible or checkpointed), its gradients written in place: the state and cotangents, the
   /// tape, one workspace. (The CPU runs chunks on threads: a workspace per thread and a gradient
   /// slab per chunk instead.)
-  static memory_plan whole_batch_plan(mode m, std::size_t width, std::size_t batch, std::size_t classes, std::size_t depth,
+  static memory_plan whole_batch_plan(mode m, tensor_shape state, std::size_t batch, std::size_t classes, std::size_t depth,
                                       std::size_t segment) {
     memory_plan p;
-    p.state_bytes = 2 * ns * width * batch * sizeof(T);
-    p.tape_bytes = tape_size(m, width, batch, depth, segment) * sizeof(T);
-    p.workspace_bytes = work_per_sample(m, width, classes) * batch * sizeof(T);
+    p.state_bytes = 2 * ns * state.size() * batch * sizeof(T);
+    p.tape_bytes = tape_size(m, state, batch, depth, segment) * sizeof(T);
+    p.workspace_bytes = work_per_sample(m, state, classes) * batch * sizeof(T);
     return p;
   }
   /// Does the exact update need a buffer for g, or is g already one (a variable, a map call)?
@@ -177,11 +188,11 @@ class step_engine {
   /// The forward pass of a lane through every layer in mode m (stored, reversible or
   /// checkpointed), keeping what m keeps in `tape` (tape_size scalars for the whole batch).
   void forward(lane_type& ln, mode m, T* tape) const {
-    T* cursor = tape + s_.depth * tape_per_sample(s_.width) * ln.first;
+    T* cursor = tape + s_.depth * tape_per_sample(s_.state) * ln.first;
     for (std::size_t l = 0; l < s_.depth; ++l) {
       if (m == mode::checkpointed && l > 0 && l % s_.segment == 0) {
         T* at = checkpoint(tape, l, ln);
-        for (std::size_t k = 0; k < ns; ++k) exec_.copy(at + k * whole(), ln.s[k].data(), s_.width * ln.count);
+        for (std::size_t k = 0; k < ns; ++k) exec_.copy(at + k * whole(), ln.s[k].data(), s_.width() * ln.count);
       }
       forward_layer(l, ln, m == mode::stored ? &cursor : nullptr);
     }
@@ -190,12 +201,12 @@ class step_engine {
   /// layer's input is restored (stored) or rewound, and the cotangents and ln.grads updated.
   void backward(std::size_t l, lane_type& ln, mode m, T* tape) const {
     if (m == mode::stored) {
-      const std::size_t per_layer = tape_per_sample(s_.width);
+      const std::size_t per_layer = tape_per_sample(s_.state);
       return backward_layer_stored(l, ln, tape + per_layer * (s_.depth * ln.first + (l + 1) * ln.count));
     }
     if (m == mode::checkpointed && l + 1 < s_.depth && (l + 1) % s_.segment == 0) {  // a segment's top
       const T* at = checkpoint(tape, l + 1, ln);
-      for (std::size_t k = 0; k < ns; ++k) exec_.copy(ln.s[k].data(), at + k * whole(), s_.width * ln.count);
+      for (std::size_t k = 0; k < ns; ++k) exec_.copy(ln.s[k].data(), at + k * whole(), s_.width() * ln.count);
     }
     rewind_layer(l, ln, true);
   }
@@ -204,7 +215,7 @@ class step_engine {
   /// Layer l forward on a lane. With a tape cursor, each update first writes its target's old
   /// value and its call buffers there (and moves the cursor past them).
   void forward_layer(std::size_t l, lane_type& ln, T** tape) const {
-    const std::size_t nb = ln.count, n = s_.width * nb;
+    const std::size_t nb = ln.count, n = s_.width() * nb;
     std::size_t ui = 0;
     hana::for_each(Block::updates(), [&](auto u) {
       using U = decltype(u);
@@ -212,15 +223,15 @@ class step_engine {
       using Layout = typename P::Layout;
       auto uf = frame_of<U>(ln);
       T* target = ln.s[Layout::template state_index<typename U::target>].data();
-      T* base = ln.work;
+      T* base = buffers(ln);
       if (tape) {
         base = *tape;
         exec_.copy(base, target, n);
         base += n;
-        *tape = base + P::calls_size(s_.width) * nb;
+        *tape = base + P::calls_size(s_.state) * nb;
       }
-      uf.place_calls(base, s_.width, nb);
-      compute_calls<U>(l, uf, nb);
+      uf.place_calls(base, s_.state, nb);
+      compute_calls<U>(l, uf, ln);
       exec_.template update<Layout, U, typename U::rhs>(uf.f, target, n, update_site{l, ui++, false});
     });
   }
@@ -234,12 +245,12 @@ class step_engine {
       using U = decltype(u);
       using Layout = typename plan<U>::Layout;
       auto uf = frame_of<U>(ln);
-      T* steps = uf.place_calls(ln.work, s_.width, nb);
-      compute_calls<U>(l, uf, nb);  // g does not read the target: these are the forward's calls
+      T* steps = uf.place_calls(buffers(ln), s_.state, nb);
+      compute_calls<U>(l, uf, ln);  // g does not read the target: these are the forward's calls
       T* target = ln.s[Layout::template state_index<typename U::target>].data();
-      exec_.template update<Layout, U, typename decltype(invert(U{}))::rhs>(uf.f, target, s_.width * nb, update_site{l, --ui, true});
+      exec_.template update<Layout, U, typename decltype(invert(U{}))::rhs>(uf.f, target, s_.width() * nb, update_site{l, --ui, true});
       if (with_adjoint) {
-        uf.place_steps(steps, s_.width, nb);
+        uf.place_steps(steps, s_.state, nb);
         apply_adjoint<U>(l, uf, ln);
       }
     });
@@ -247,17 +258,17 @@ class step_engine {
 
   /// Layer l backward on a lane from its tape, whose entries for this layer end at `end`.
   void backward_layer_stored(std::size_t l, lane_type& ln, T* end) const {
-    const std::size_t nb = ln.count, n = s_.width * nb;
+    const std::size_t nb = ln.count, n = s_.width() * nb;
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
       using P = plan<U>;
       using Layout = typename P::Layout;
-      T* entry = end -= (s_.width + P::calls_size(s_.width)) * nb;
+      T* entry = end -= (s_.width() + P::calls_size(s_.state)) * nb;
       auto uf = frame_of<U>(ln);
       exec_.copy(ln.s[Layout::template state_index<typename U::target>].data(), entry, n);  // restore
-      uf.place_calls(entry + n, s_.width, nb);
-      uf.relink_calls(s_.width, nb);
-      uf.place_steps(ln.work, s_.width, nb);
+      uf.place_calls(entry + n, s_.state, nb);
+      uf.relink_calls(s_.state, nb);
+      uf.place_steps(buffers(ln), s_.state, nb);
       apply_adjoint<U>(l, uf, ln);
     });
   }
@@ -265,7 +276,8 @@ class step_engine {
   /// Evaluates update U's map calls (innermost first) from the current state of a lane of nb
   /// samples, into the call buffers placed in uf.
   template <class U>
-  void compute_calls(std::size_t layer, frame<U>& uf, std::size_t nb) const {
+  void compute_calls(std::size_t layer, frame<U>& uf, const lane_type& ln) const {
+    const std::size_t nb = ln.count;
     using Layout = typename plan<U>::Layout;
     std::size_t c = 0;
     hana::for_each(typename plan<U>::Calls{}, [&](auto t) {
@@ -274,10 +286,10 @@ class step_engine {
       if constexpr (state_variable<typename C::argument>) {
         uf.call_in[c] = uf.f.state[Layout::template state_index<typename C::argument>];
       } else {
-        exec_.template assign<Layout, typename C::argument>(uf.f, uf.call_input[c], s_.width * nb);
+        exec_.template assign<Layout, typename C::argument>(uf.f, uf.call_input[c], s_.width() * nb);
         uf.call_in[c] = uf.call_input[c];
       }
-      uf.f.calls[c] = runner<M>(nb).forward(params_ + arena_.template offset<M>(layer), uf.call_in[c], uf.call_stages[c]);
+      uf.f.calls[c] = runner<M>(nb, ln.work).forward(params_ + arena_.template offset<M>(layer), uf.call_in[c], uf.call_stages[c]);
       uf.call_out[c] = const_cast<T*>(uf.f.calls[c]);  // inside call_stages, which the caller owns
       ++c;
     });
@@ -288,7 +300,7 @@ class step_engine {
   template <class U>
   void apply_adjoint(std::size_t l, frame<U>& uf, lane_type& ln) const {
     using Layout = typename plan<U>::Layout;
-    const std::size_t nb = ln.count, n = s_.width * nb;
+    const std::size_t nb = ln.count, n = s_.width() * nb;
     hana::for_each(adjoint(U{}).steps(), [&](auto step) {
       using S = decltype(step);
       if constexpr (detail::is_map_step<S>) {
@@ -298,7 +310,7 @@ class step_engine {
         constexpr std::size_t j = Layout::template vjp_index<map_vjp<C, typename S::cotangent>>;
         exec_.template assign<Layout, typename S::cotangent>(uf.f, uf.cot[j], n);
         const std::size_t at = arena_.template offset<M>(0);
-        runner<M>(nb).backward(params_ + arena_.template offset<M>(l), ln.grads + at, uf.call_in[c], uf.call_stages[c], uf.cot[j],
+        runner<M>(nb, ln.work).backward(params_ + arena_.template offset<M>(l), ln.grads + at, uf.call_in[c], uf.call_stages[c], uf.cot[j],
                                uf.scratch[j], uf.vjp[j]);
         uf.f.vjps[j] = uf.vjp[j];
       } else {
@@ -312,7 +324,7 @@ class step_engine {
   // --- the loss head -----------------------------------------------------------------------------
   /// z = Wh * (output variable) + bh for a lane, classes x count, into z.
   void logits(const lane_type& ln, T* z) const {
-    const std::size_t C = s_.classes, W = s_.width;
+    const std::size_t C = s_.classes, W = s_.width();
     const T* Wh = params_ + arena_.head;
     const auto ops = exec_.maps();
     ops.gemm(false, false, C, ln.count, W, Wh, ln.s[s_.output].data(), T(0), z);
@@ -322,7 +334,7 @@ class step_engine {
   /// loss[first + j], the head's gradient accumulated into ln.grads, the output variable's
   /// cotangent seeded. `labels` and `loss` are the whole batch's, in executor memory.
   void head(lane_type& ln, const int* labels, double* loss) const {
-    const std::size_t C = s_.classes, W = s_.width, nb = ln.count;
+    const std::size_t C = s_.classes, W = s_.width(), nb = ln.count;
     const T* Wh = params_ + arena_.head;
     const T* out = ln.s[s_.output].data();
     T* z = ln.work;
@@ -335,14 +347,14 @@ class step_engine {
   }
 
  private:
-  std::size_t whole() const { return s_.width * s_.batch; }
+  std::size_t whole() const { return s_.width() * s_.batch; }
   /// The state at layer l in the checkpointed tape, this lane's columns (variable k at + k * whole()).
   T* checkpoint(T* tape, std::size_t l, const lane_type& ln) const {
-    return tape + (l / s_.segment - 1) * ns * whole() + ln.first * s_.width;
+    return tape + (l / s_.segment - 1) * ns * whole() + ln.first * s_.width();
   }
   template <class M>
-  map_runner<M, T, std::remove_cvref_t<decltype(std::declval<const Exec&>().maps())>> runner(std::size_t nb) const {
-    return {s_.width, nb, exec_.maps()};
+  map_runner<M, T, std::remove_cvref_t<decltype(std::declval<const Exec&>().maps())>> runner(std::size_t nb, T* work) const {
+    return {s_.state, nb, exec_.maps(), work};
   }
 
   shape s_;

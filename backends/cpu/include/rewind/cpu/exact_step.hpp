@@ -104,10 +104,10 @@ class exact_step {
   template <class U>
   void update(const engine_type& eng, std::size_t l, lane& ln, state& fx, bool forward, bool with_adjoint) const {
     using Layout = typename engine_type::template plan<U>::Layout;
-    const std::size_t width = eng.dims().width, nb = ln.count, count = width * nb, whole = width * eng.dims().batch;
+    const std::size_t width = eng.dims().width(), nb = ln.count, count = width * nb, whole = width * eng.dims().batch;
     auto uf = eng.template frame_of<U>(ln);
-    T* steps = uf.place_calls(ln.work, width, nb);
-    eng.template compute_calls<U>(l, uf, nb);  // from the shadow of the state; g does not read the target
+    T* steps = uf.place_calls(eng.buffers(ln), eng.dims().state, nb);
+    eng.template compute_calls<U>(l, uf, ln);  // from the shadow of the state; g does not read the target
     const T* g = nullptr;  // g itself where it is already a buffer: a map call's output, or a variable
     if constexpr (engine_type::template g_needs_buffer<U>()) {
       g = steps;
@@ -137,7 +137,7 @@ class exact_step {
       throw error("rewind: exact mode: a value of " + variable_name(t) + " left the fixed-point range");  // not reached
     }
     if (with_adjoint) {
-      uf.place_steps(steps, width, nb);
+      uf.place_steps(steps, eng.dims().state, nb);
       eng.apply_adjoint(l, uf, ln);
     }
   }

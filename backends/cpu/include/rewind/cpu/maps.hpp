@@ -53,6 +53,10 @@ struct map_ops {
     G *= Fn::derivative_from_output(detail::array_view<T>(y, static_cast<index>(n)));
     if (copy) Eigen::Map<array>(copy, static_cast<index>(n)) = G;
   }
+  template <class Op>
+  void each(const Op& op, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) op(i);
+  }
 };
 
 /// Runs map M forward and backward over caller-provided buffers on the CPU.

@@ -84,8 +84,8 @@ class model {
   /// A model of the block stacked `depth` times; loss_and_gradient(batch, labels) rewinds
   /// (mode::reversible, checked against the budget unless options.lossy).
   model(Block, std::size_t depth, const options& o, const env& bindings = {})
-      : depth_(depth), o_(o), bindings_(bindings), arena_(o.width, depth, o.classes) {
-    if (o.width == 0 || o.batch == 0 || o.classes == 0 || depth == 0)
+      : depth_(depth), o_(with_shape_width(o)), bindings_(bindings), arena_(state_shape(o_), depth, o_.classes) {
+    if (o_.width == 0 || o_.batch == 0 || o.classes == 0 || depth == 0)
       throw error("rewind: a model needs width, batch, classes and depth of at least 1");
     input_ = state_index_of<State>(o.input);
     output_ = state_index_of<State>(o.output);
@@ -212,7 +212,7 @@ class model {
     states st(*this);
     st.load(batch, input_);
     const engine_type eng = engine();
-    buffer<T> tape(tracker_, engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_));
+    buffer<T> tape(tracker_, engine_type::tape_size(m, state_shape(o_), o_.batch, depth_, segment_));
     const auto forward_chunk = [&](lane& ln) { eng.forward(ln, m, tape.data()); };
     const auto backward_chunk = [&](std::size_t l, lane& ln) { eng.backward(l, ln, m, tape.data()); };
     const T loss = run_step(st, labels, m, ready, forward_chunk, [] {}, backward_chunk);
@@ -236,7 +236,7 @@ class model {
     memory_plan p;
     p.state_bytes = 2 * ns * wb * bytes;
     p.workspace_bytes = (static_cast<std::size_t>(team_size()) * work_per_sample(m) * chunk_columns() + chunks() * slab_size()) * bytes;
-    p.tape_bytes = engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_) * bytes;
+    p.tape_bytes = engine_type::tape_size(m, state_shape(o_), o_.batch, depth_, segment_) * bytes;
     if (m == mode::exact) {  // the fixed-point state, and a head per element and a plane of 16-bit
       p.state_bytes += ns * wb * sizeof(std::int64_t);  // stack words per word the ledger may hold
       const std::size_t planes = exact_ledger_words(exact_ledger_bits(Block{}, bindings_), depth_);
@@ -326,7 +326,7 @@ class model {
   std::size_t chunks() const { return (o_.batch + chunk_columns() - 1) / chunk_columns(); }
   int team_size() const { return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads())), chunks())); }
   std::size_t slab_size() const { return std::max(arena_.per_layer, o_.classes * o_.width + o_.classes); }
-  std::size_t work_per_sample(mode m) const { return engine_type::work_per_sample(m, o_.width, o_.classes); }
+  std::size_t work_per_sample(mode m) const { return engine_type::work_per_sample(m, state_shape(o_), o_.classes); }
 
   /// Runs fn(lane&) on every chunk of the batch, on the team's threads (nothing to add up).
   template <class F>
@@ -428,7 +428,7 @@ class model {
 
   /// The algorithm of a step (rewind/engine/step.hpp) over this model's parameters, on the CPU.
   engine_type engine() const {
-    return engine_type({o_.width, o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
+    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
                        executor<T>{&bindings_});
   }
 

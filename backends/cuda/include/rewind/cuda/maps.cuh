@@ -34,6 +34,10 @@ struct map_ops {
   void activation_backward(T* g, const T* y, T* copy, std::size_t n) const {
     for_each(activation_backward_op<Fn, T>{g, y, copy}, n, stream);
   }
+  template <class Op>
+  void each(const Op& op, std::size_t n) const {
+    for_each(op, n, stream);
+  }
 };
 
 /// Runs map M forward and backward over caller-provided device buffers.

@@ -68,8 +68,8 @@ class model {
   /// A model of the block stacked `depth` times; loss_and_gradient(batch, labels) rewinds
   /// (mode::reversible, checked against the budget unless options.lossy).
   model(Block, std::size_t depth, const options& o, const env& bindings = {})
-      : depth_(depth), o_(o), bindings_(bindings), arena_(o.width, depth, o.classes) {
-    if (o.width == 0 || o.batch == 0 || o.classes == 0 || depth == 0)
+      : depth_(depth), o_(with_shape_width(o)), bindings_(bindings), arena_(state_shape(o_), depth, o_.classes) {
+    if (o_.width == 0 || o_.batch == 0 || o.classes == 0 || depth == 0)
       throw error("rewind: a model needs width, batch, classes and depth of at least 1");
     input_ = state_index_of<State>(o.input);
     output_ = state_index_of<State>(o.output);
@@ -148,8 +148,8 @@ class model {
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), s);
     const engine_type eng = engine();
-    device_buffer<T> tape(tracker_, engine_type::tape_size(m, o_.width, o_.batch, depth_, segment_));
-    device_buffer<T> work(tracker_, engine_type::work_per_sample(m, o_.width, o_.classes) * o_.batch);
+    device_buffer<T> tape(tracker_, engine_type::tape_size(m, state_shape(o_), o_.batch, depth_, segment_));
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(m, state_shape(o_), o_.classes) * o_.batch);
     lane ln = st.whole(work.data());
     eng.forward(ln, m, tape.data());
     ln.grads = grads_.data() + arena_.head;
@@ -184,7 +184,7 @@ class model {
     states st(*this);
     for (std::size_t k = 0; k < ns; ++k) upload(st.s[k].data(), final_state[k].data(), final_state[k].size(), ctx_.stream());
     queue_alpha_check();
-    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, state_shape(o_), o_.classes) * o_.batch);
     lane ln = st.whole(work.data());
     const engine_type eng = engine();
     for (std::size_t l = depth_; l-- > 0;) eng.rewind_layer(l, ln, false);
@@ -212,7 +212,7 @@ class model {
     states st(*this);
     for (std::size_t k = 0; k < ns; ++k) upload(st.s[k].data(), final_state.data() + k * wb, wb, ctx_.stream());
     queue_alpha_check();
-    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, state_shape(o_), o_.classes) * o_.batch);
     lane ln = st.whole(work.data());
     const engine_type eng = engine();
     for (std::size_t l = depth_; l-- > 0;) {
@@ -248,7 +248,7 @@ class model {
   /// one per thread, for its chunks, and a gradient slab per chunk).
   memory_plan plan(mode m) const {
     if (m == mode::exact) throw error("rewind: mode::exact runs on the CPU backend");
-    return engine_type::whole_batch_plan(m, o_.width, o_.batch, o_.classes, depth_, segment_);
+    return engine_type::whole_batch_plan(m, state_shape(o_), o_.batch, o_.classes, depth_, segment_);
   }
 
   /// Writes the parameters to `path` atomically, as the CPU model does (a safetensors file where
@@ -322,7 +322,7 @@ class model {
 
   /// The algorithm of a step (rewind/engine/step.hpp) over the device arena, on the stream.
   engine_type engine() {
-    return engine_type({o_.width, o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
+    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
                        executor<T>{ctx_.blas(), ctx_.stream(), &bindings_, alpha_bad_.data(), depth_, Block::size});
   }
 
@@ -400,7 +400,7 @@ class model {
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), ctx_.stream());
     queue_alpha_check();
-    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, o_.width, o_.classes) * o_.batch);
+    device_buffer<T> work(tracker_, engine_type::work_per_sample(mode::reversible, state_shape(o_), o_.classes) * o_.batch);
     lane ln = st.whole(work.data());
     const engine_type eng = engine();
     if constexpr (!std::is_null_pointer_v<Visit>) visit(st);

@@ -15,6 +15,7 @@ struct layer_rule<dense_layer<N>> {
   static void initialise(T* params, const layer_shape& s, double scale, Glorot& glorot) {
     glorot(params, s.out, s.in, scale);
   }
+  static constexpr layer_bias bias(const layer_shape& s) { return {s.out * s.in, s.out}; }
   /// torch.nn.Linear's names and shapes.
   static constexpr std::array<layer_tensor, 2> tensors(const layer_shape& s) {
     return {{{"weight", {s.out, s.in}, 2, 0, true}, {"bias", {s.out, 0}, 1, s.out * s.in, false}}};

@@ -17,8 +17,10 @@ struct layer_forward {
   const T* params = nullptr;        // the layer's parameters, where it has any
   const T* x = nullptr;             // input: shape.in x batch
   T* y = nullptr;                   // output: shape.out x batch
-  bool into_next = false;           // a dense layer whose bias the activation after it applies
-  const T* bias_before = nullptr;   // an activation after such a dense layer: that layer's bias
+  bool into_next = false;           // a layer whose bias the activation after it applies
+  const T* bias_before = nullptr;   // an activation after such a layer: that layer's bias,
+  std::size_t bias_rows = 0;        // one value per row of its output (rows x out/rows per sample)
+  T* work = nullptr;                // the layer's workspace(shape) x batch scalars, not kept
 };
 
 /// One layer's backward pass: the cotangent g of its output in, the cotangent of its input out.
@@ -32,6 +34,14 @@ struct layer_backward {
   const T* y = nullptr; // the layer's output as the forward left it
   T* g = nullptr;       // cotangent of the output (may be overwritten)
   T* dx = nullptr;      // where the input cotangent goes when the layer writes one of its own
+                        // (or, for the first layer of a map, the map's input cotangent)
+  T* work = nullptr;    // the layer's workspace(shape) x batch scalars, not kept
+};
+
+/// Where a layer that hands its bias to the next finds it: `offset` from its first parameter,
+/// one value per row of its output seen as rows x (out / rows) per sample.
+struct layer_bias {
+  std::size_t offset = 0, rows = 0;
 };
 
 /// What a layer kind's rules need of the buffers of a call (rwd::map_layout lays them out):
@@ -47,12 +57,13 @@ struct layer_buffers {
   bool hands_bias_to_next = false, takes_bias_of_previous = false, own_input_cotangent = false, backward_reads_output = false;
 };
 
-/// A tensor of a layer's parameters as files name it: `weight` of shape (out, in) held
-/// column-major (as its transpose), `bias` of shape (out); offset from the layer's first
-/// parameter, rank 1 or 2.
+/// A tensor of a layer's parameters as files name it (torch's names and shapes: a dense
+/// `weight` of shape (out, in) held column-major, as its transpose; a convolution's of shape
+/// (out, in, K, K) row-major; `bias` of shape (out)); offset from the layer's first parameter,
+/// rank 1 to 4 (column_major only for rank 2).
 struct layer_tensor {
   std::string_view name;
-  std::array<std::size_t, 2> shape{};
+  std::array<std::size_t, 4> shape{};
   std::size_t rank = 1, offset = 0;
   bool column_major = false;
 };
@@ -62,6 +73,9 @@ struct layer_tensor {
 /// for a kind with parameters, initialise(params, shape, scale, glorot): its starting values,
 /// glorot(p, rows, cols, scale) drawing rows x cols Glorot-uniform values in order, and
 /// tensors(shape): its parameters as named tensors (layer_tensor), covering them exactly.
+/// Optional: workspace(shape), scalars per sample its passes use and do not keep (0 without);
+/// bias(shape), a layer_bias, for a kind whose buffers hand its bias to the next layer; and
+/// accepts(input shape), false where the kind cannot take that input (a model refuses the map).
 template <class Layer>
 struct layer_rule {
   static_assert(sizeof(Layer) == 0, "rewind: no rules for this layer kind (add a header under rewind/engine/layers/)");
