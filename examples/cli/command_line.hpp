@@ -27,7 +27,8 @@ struct command_line {
     app.require_subcommand(1);
 
     ex = app.add_subcommand("explain", "the derivation of a block: inverse, adjoint, budget");
-    ex->add_option("--block", explain.block, "momentum, leapfrog, coupling or all")->check(CLI::IsMember({"all", "momentum", "leapfrog", "coupling"}));
+    ex->add_option("--block", explain.block, "momentum, leapfrog, coupling, cnn (the block of train --net cnn) or all")
+        ->check(CLI::IsMember({"all", "momentum", "leapfrog", "coupling", "cnn"}));
     ex->add_option("--mu", explain.mu, "momentum coefficient, in (0, 1]");
     ex->add_option("--slope", explain.slope, "slope interval LO,HI of the maps' Jacobian")->delimiter(',')->expected(2);
 
@@ -70,6 +71,8 @@ struct command_line {
     tr->add_option("--json", trajectory.json, "write the results as JSON (CSV and PNG beside it)");
 
     ta = app.add_subcommand("train", "train on Fashion-MNIST (or a built-in synthetic problem), both modes on one schedule");
+    ta->add_option("--net", train.net, "mlp (momentum, f: 784 -> 16 -> tanh -> 784) or cnn (the image squeezed to 16x7x7, f: conv3x3 32 -> group norm 8 -> relu -> conv3x3)")
+        ->check(CLI::IsMember({"mlp", "cnn"}));
     ta->add_option("--depth", train.depth, "layers")->check(CLI::PositiveNumber);
     ta->add_option("--mu", train.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
     ta->add_option("--mode", train.mode, "stored, reversible, checkpointed, exact or both (stored and reversible)")

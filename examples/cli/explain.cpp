@@ -29,6 +29,8 @@ std::string explain_text(const explain_options& o) {
     out += rwd::explain(ref::momentum, e, fmt::format("momentum (mu = {})", o.mu)) + "\n";
   if (all || o.block == "leapfrog") out += rwd::explain(leapfrog, e, "leapfrog (kick, drift, kick; h = 1)") + "\n";
   if (all || o.block == "coupling") out += rwd::explain(coupling, e, "additive coupling") + "\n";
+  if (all || o.block == "cnn")
+    out += rwd::explain(ref::cnn::momentum, e, fmt::format("cnn: momentum (mu = {}) on a {} state", o.mu, ref::cnn::state.text())) + "\n";
   return out;
 }
 

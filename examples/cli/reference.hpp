@@ -28,6 +28,23 @@ using momentum_t = std::remove_cv_t<decltype(momentum)>;
 using leapfrog_t = std::remove_cv_t<decltype(leapfrog)>;
 inline constexpr std::size_t width = 784, classes = 10;
 
+/// The convolutional network of --net cnn: each 28 x 28 image squeezed twice (space to depth, a
+/// permutation: nothing lost) into a 16 x 7 x 7 state, then momentum blocks whose f is a 3x3
+/// convolution to 32 channels, group norm (8 groups), relu and a 3x3 convolution back to 16
+/// channels; the linear head reads the whole state.
+namespace cnn {
+inline constexpr auto f = rwd::map<"f">(rwd::conv<32, 3>, rwd::group_norm<8>, rwd::relu, rwd::conv_same<3>);
+inline constexpr auto momentum = rwd::block(v = mu * v + f(x), x = x + v);
+using momentum_t = std::remove_cv_t<decltype(momentum)>;
+inline constexpr rwd::tensor_shape image{1, 28, 28}, state = rwd::squeezed(rwd::squeezed(image));
+/// A batch of n images (28 x 28, row-major) as the network's input: squeezed twice.
+template <class T>
+std::vector<T> input(std::span<const T> images, std::size_t n) {
+  const auto once = rwd::space_to_depth(images, image, n);
+  return rwd::space_to_depth(std::span<const T>(once), rwd::squeezed(image), n);
+}
+}  // namespace cnn
+
 /// The reference network's initial parameters for a model's options, as every engine makes them.
 template <class T>
 std::vector<T> initial_parameters(std::size_t depth, const rwd::options& o) {

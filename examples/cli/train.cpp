@@ -40,11 +40,13 @@ double accuracy(Trainer& m, std::size_t B, const dataset& d, std::size_t limit) 
   return sum_over_ranks(static_cast<double>(correct)) / static_cast<double>(n);
 }
 
-/// The reference network on the CPU: this process alone, or a replica of an MPI job.
+/// A network (the reference MLP's block or the CNN's) on the CPU: this process alone, or a replica
+/// of an MPI job.
+template <class Block>
 struct cpu_trainer {
-  rwd::cpu::model<float, ref::momentum_t> model;
-  replica<rwd::cpu::model<float, ref::momentum_t>> parallel{model};
-  cpu_trainer(std::size_t depth, const rwd::options& o, double mu) : model(ref::momentum, depth, o, rwd::env{}.set("mu", mu)) {}
+  rwd::cpu::model<float, Block> model;
+  replica<rwd::cpu::model<float, Block>> parallel{model};
+  cpu_trainer(std::size_t depth, const rwd::options& o, double mu) : model(Block{}, depth, o, rwd::env{}.set("mu", mu)) {}
   float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return parallel.loss_and_gradient(b, l, m); }
   void apply(const rwd::adam& a) { parallel.apply(a); }
   std::vector<int> predict(std::span<const float> b) { return model.predict(b); }
@@ -78,7 +80,9 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
   // B is the global batch; this process trains on its shard [first, first + b)
   const std::size_t W = data.train.features, B = o.batch, b = B / static_cast<std::size_t>(current_job().ranks);
   const std::size_t first = b * static_cast<std::size_t>(current_job().rank);
-  Trainer trainer(o.depth, {.width = W, .batch = b, .classes = ref::classes, .seed = o.seed}, o.mu);
+  rwd::options options{.width = W, .batch = b, .classes = ref::classes, .seed = o.seed};
+  if (o.net == "cnn") options.shape = ref::cnn::state;
+  Trainer trainer(o.depth, options, o.mu);
   const std::size_t n = o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count;
   const std::size_t steps = n / B;
   if (steps == 0) throw rwd::error("rewind: fewer training samples than one batch");
@@ -134,6 +138,7 @@ int run_train(const train_options& o) {
     throw rwd::error("rewind: --mode is stored, reversible, checkpointed, exact or both");
   if (o.depth == 0 || o.batch == 0 || o.epochs == 0) throw rwd::error("rewind: --depth, --batch and --epochs are at least 1");
   const int ranks = current_job().ranks;
+  if (o.device == "cuda" && o.net == "cnn") throw rwd::error("rewind: --device cuda: the GPU plugin holds the MLP; --net cnn trains on the CPU");
   if (o.device == "cuda") {
     if (const std::string why = gpu::unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
     if (ranks > 1) throw rwd::error("rewind: --device cuda trains on one GPU; under mpirun, train on the CPU (NCCL is not built yet)");
@@ -150,10 +155,16 @@ int run_train(const train_options& o) {
   else if (o.data_given) throw rwd::error("rewind: --data " + o.data + ": no such folder");
   else data = synthetic(12000, 2000);  // the default folder is absent: dataset-fashion-mnist is not installed
   if (data.train.features != ref::width) throw rwd::error("rewind: the reference network takes 784 features");
-  const auto budget = rwd::budget<float>(ref::momentum, rwd::env{}.set("mu", o.mu));
-  fmt::print("rewind train: {}\n  {} train / {} test samples{}, depth {}, mu {} (float32 budget L* = {}), batch {}, "
+  if (o.net == "cnn")  // the images as the CNN's state: squeezed twice to 16 x 7 x 7
+    for (dataset* d : {&data.train, &data.test}) d->images = ref::cnn::input<float>(d->images, d->count);
+  const bool is_cnn = o.net == "cnn";
+  const auto budget = is_cnn ? rwd::budget<float>(ref::cnn::momentum, rwd::env{}.set("mu", o.mu)) : rwd::budget<float>(ref::momentum, rwd::env{}.set("mu", o.mu));
+  fmt::print("rewind train: {}\n  {}\n  {} train / {} test samples{}, depth {}, mu {} (float32 budget L* = {}), batch {}, "
              "adam lr {}, {} epoch(s), seed {}\n  {}\n",
-             data.source, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count,
+             data.source,
+             is_cnn ? "cnn: image squeezed twice to " + ref::cnn::state.text() + ", momentum blocks, f: " + ref::cnn::f.describe(ref::cnn::state) + ", linear head"
+                 : "mlp: momentum blocks, f: " + ref::f.describe(ref::width) + ", linear head",
+             o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count,
              o.test_limit ? std::min(o.test_limit, data.test.count) : data.test.count, o.train_limit ? " (limited)" : "",
              o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
              o.epochs, o.seed,
@@ -163,7 +174,9 @@ int run_train(const train_options& o) {
   std::vector<epoch_row> rows;
   for (const char* m : {"stored", "reversible", "checkpointed", "exact"})
     if ((o.mode == "both" && (std::string(m) == "stored" || std::string(m) == "reversible")) || o.mode == m) {
-      auto r = o.device == "cuda" ? train_one<gpu_trainer>(data, parse_mode(m), o) : train_one<cpu_trainer>(data, parse_mode(m), o);
+      auto r = o.device == "cuda" ? train_one<gpu_trainer>(data, parse_mode(m), o)
+               : is_cnn           ? train_one<cpu_trainer<ref::cnn::momentum_t>>(data, parse_mode(m), o)
+                                  : train_one<cpu_trainer<ref::momentum_t>>(data, parse_mode(m), o);
       rows.insert(rows.end(), r.begin(), r.end());
     }
   double final_stored = -1, final_rev = -1, ms_stored = 0, ms_rev = 0;
@@ -176,9 +189,9 @@ int run_train(const train_options& o) {
                100 * final_stored, 100 * final_rev, 100 * (final_rev - final_stored), ms_rev / ms_stored);
   if (o.json.empty()) return 0;
   std::string json = fmt::format(
-      "{{\"config\": {{\"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"optimizer\": \"adam\", "
+      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"optimizer\": \"adam\", "
       "\"seed\": {}, \"train_samples\": {}, \"ranks\": {}, \"device\": \"{}\"}},\n \"epochs\": [\n",
-      std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
+      o.net, std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
       json_number(o.lr), o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
   std::string csv = "mode,epoch,loss,train_acc,test_acc,seconds,step_ms,peak_bytes\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
