@@ -170,7 +170,7 @@ TEST_CASE("gpu: the engine equals the CPU engine in float64, six blocks, every f
       compare<double>(block, 12, {.width = 16, .batch = 6, .classes = 4, .seed = 3, .checkpoint_every = 5}, m);
 }
 
-TEST_CASE("gpu: convolutions and group norm on a shaped state equal the CPU engine, float64 and float32, every float mode") {
+TEST_CASE("gpu: convolutions, group norm and dropout on a shaped state equal the CPU engine, float64 and float32, every float mode") {
   for (auto m : {rwd::mode::stored, rwd::mode::reversible, rwd::mode::checkpointed}) {
     compare<double>("conv", 6, {.batch = 5, .classes = 4, .shape = {3, 5, 6}, .seed = 3, .checkpoint_every = 4}, m);
     compare<float>("conv", 24, {.batch = 8, .classes = 10, .shape = {4, 7, 7}, .seed = 7, .checkpoint_every = 8}, m);

@@ -43,7 +43,8 @@ inline constexpr auto affine = rwd::block(x1 = x1 * rwd::exp(s(x2)) + t(x2), x2 
 inline constexpr auto gated = rwd::block(x = rwd::exp(v) * x + f(v), v = v + g(x));
 // 11. a gate bounded away from zero: alpha in [1/2, 1] (budget: 23 layers in float32)
 inline constexpr auto half_gate = rwd::block(x = (0.5_c + 0.5_c * rwd::sigmoid(t(v))) * x + f(v), v = v + g(x));
-// 12. momentum on an image: a convolutional bottleneck with group norm (a state with a shape)
-inline constexpr auto c = rwd::map<"c">(rwd::conv<8, 3>, rwd::group_norm<4>, rwd::relu, rwd::conv_same<3>);
+// 12. momentum on an image: a convolutional bottleneck with group norm and dropout (a state with a
+// shape)
+inline constexpr auto c = rwd::map<"c">(rwd::conv<8, 3>, rwd::group_norm<4>, rwd::relu, rwd::dropout(0.1_c), rwd::conv_same<3>);
 inline constexpr auto conv_momentum = rwd::momentum(x, v, 0.9_c, c);
 }  // namespace test_blocks

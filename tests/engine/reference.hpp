@@ -183,8 +183,11 @@ class model {
     }
   };
 
+  /// Every pass of this model is a training step's (its dropout masks are those of a model's first
+  /// step: the seed and no update yet), so the layer laws hold with the masks drawn.
   engine_type engine() const {
-    return engine_type({rwd::state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
+    return engine_type({rwd::state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_, rwd::noise_key(o_.seed, 0)}, arena_,
+                       params_.data(), scalars_,
                        Exec{&bindings_});
   }
 

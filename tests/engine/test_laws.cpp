@@ -43,6 +43,13 @@ TEST_CASE("step laws: coupling of convolutional maps, and an affine coupling wit
   check_laws(rwd::block(x1 = x1 * rwd::exp(conv_s(x2)) + conv_g(x2), x2 = x2 + conv_f(x1)), {}, rwd::tensor_shape{3, 4, 5});
 }
 
+// dropout inside the maps: the step's masks drawn again by the rewind and the backward pass
+TEST_CASE("step laws: dropout in a dense map and in a convolutional map") {
+  check_laws(rwd::momentum(x, v, 0.9_c, rwd::map<"fd">(rwd::dense<16>, rwd::tanh, rwd::dropout(0.5_c), rwd::dense_same)));
+  check_laws(rwd::additive_coupling(x1, x2, rwd::map<"cd">(rwd::conv<4, 3>, rwd::relu, rwd::dropout(0.25_c), rwd::conv_same<3>), conv_g), {},
+             rwd::tensor_shape{3, 4, 5});
+}
+
 TEST_CASE("a model built from a network steps in its policy's mode") {
   using Momentum = std::remove_cv_t<decltype(momentum)>;
   const rwd::options o{.width = 6, .batch = 4, .classes = 3};
@@ -70,4 +77,28 @@ TEST_CASE("a model built from a network steps in its policy's mode") {
   CHECK(exact.policy_mode() == rwd::mode::exact);
   CHECK(std::isfinite(exact.loss_and_gradient(data, labels)));
   CHECK(exact.last_exact().bit_exact);
+}
+
+TEST_CASE("dropout in a CPU model: masks fixed between updates and new after each, none when predicting, the same on any thread count") {
+  constexpr auto block = rwd::momentum(x, v, 0.9_c, rwd::map<"fd">(rwd::dense<16>, rwd::tanh, rwd::dropout(0.5_c), rwd::dense_same));
+  using Block = std::remove_cv_t<decltype(block)>;
+  const rwd::options o{.width = 6, .batch = 7, .classes = 3, .seed = 5, .grain = 2};
+  std::vector<double> data(42);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = std::sin(0.9 * static_cast<double>(i));
+  const std::vector<int> labels{0, 1, 2, 0, 1, 2, 0};
+  rwd::cpu::model<double, Block> m(block, 4, o);
+  const double first = m.loss_and_gradient(data, labels, rwd::mode::reversible);
+  const laws::vec grads = held(m.gradients());
+  CHECK(m.loss_and_gradient(data, labels, rwd::mode::stored) == doctest::Approx(first).epsilon(1e-13));  // the same masks
+  CHECK(laws::max_diff(held(m.gradients()), grads) < 1e-12);
+  for (int threads : {1, 2, 3}) {  // the masks follow the samples, not the chunks or threads
+    rwd::cpu::set_threads(threads);
+    CHECK(m.loss_and_gradient(data, labels, rwd::mode::reversible) == first);
+    CHECK(held(m.gradients()) == grads);
+  }
+  rwd::cpu::set_threads(0);
+  const auto predicted = m.predict(data);
+  m.apply(rwd::sgd{.lr = 1e-300});  // the parameters as they were, the step count one further
+  CHECK(m.predict(data) == predicted);
+  CHECK(std::abs(m.loss_and_gradient(data, labels, rwd::mode::reversible) - first) > 1e-6);  // new masks
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <span>
 #include <string>
@@ -70,10 +71,12 @@ struct run {
   std::vector<double> stages = std::vector<double>(L::stage_size(state) * batch);
   std::vector<double> scratch = std::vector<double>(L::scratch_size(state) * batch + 1);
   std::vector<double> work = std::vector<double>(L::work_size(state) * batch + 1);
-  rwd::map_runner<M, double, Exec> runner{state, batch, {}, work.data()};
+  rwd::map_runner<M, double, Exec> runner;
   std::vector<double> out, grads, vjp;
 
-  explicit run(rwd::tensor_shape s) : state(s) {}
+  /// key: the call's dropout key (0: none), as for the samples from `first` on of a batch
+  explicit run(rwd::tensor_shape s, std::uint64_t key = 0, std::size_t first = 0)
+      : state(s), runner{state, batch, {}, work.data(), key, first} {}
   void go(const std::vector<double>& params, const std::vector<double>& in, const std::vector<double>& cot) {
     const double* y = runner.forward(params.data(), in.data(), stages.data());
     out.assign(y, y + state.size() * batch);
@@ -91,7 +94,7 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 template <class MapObject>
-void check_map(MapObject, rwd::tensor_shape state = width) {
+void check_map(MapObject, rwd::tensor_shape state = width, std::uint64_t key = 0) {
   using M = std::remove_cv_t<MapObject>;
   CAPTURE(M::describe(state));
   REQUIRE(rwd::map_layout<M>::refusal(state) == "");
@@ -104,9 +107,9 @@ void check_map(MapObject, rwd::tensor_shape state = width) {
   };
   const auto params = random(M::parameter_count(state));
   const auto in = random(state.size() * batch), cot = random(state.size() * batch);
-  run<M, loop_ops> loops(state);
-  run<M, rwd::cpu::map_ops<double>> eigen(state);
-  run<M, cuda_functors::map_ops> gpu_arithmetic(state);
+  run<M, loop_ops> loops(state, key);
+  run<M, rwd::cpu::map_ops<double>> eigen(state, key);
+  run<M, cuda_functors::map_ops> gpu_arithmetic(state, key);
   loops.go(params, in, cot);
   eigen.go(params, in, cot);
   gpu_arithmetic.go(params, in, cot);
@@ -130,7 +133,7 @@ void check_map(MapObject, rwd::tensor_shape state = width) {
     for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
     return s;
   };
-  run<M, loop_ops> plus(state), minus(state);
+  run<M, loop_ops> plus(state, key), minus(state, key);
   plus.go(params, along(in, du, h), cot);
   minus.go(params, along(in, du, -h), cot);
   double fd = 0;
@@ -259,4 +262,39 @@ TEST_CASE("squeeze is torch's pixel_unshuffle in the channels-last layout, and u
   CHECK_THROWS_WITH_AS(rwd::space_to_depth<double>(batch, rwd::tensor_shape{3, 3, 8}, 2), "rewind: squeeze needs an even height and width, not 3x3x8",
                        rwd::error);
   CHECK_THROWS_WITH_AS(rwd::space_to_depth<double>(batch, shape, 3), doctest::Contains("are not 3 samples of 3x6x4"), rwd::error);
+}
+
+namespace {
+using namespace rwd::literals;
+inline constexpr auto dropout_inside = rwd::map<"d1">(rwd::dense<16>, rwd::tanh, rwd::dropout(0.5_c), rwd::dense_same);
+inline constexpr auto dropout_first = rwd::map<"d2">(rwd::dropout(0.2_c), rwd::dense_same);
+inline constexpr auto dropout_conv = rwd::map<"d3">(rwd::conv<4, 3>, rwd::relu, rwd::dropout(0.25_c), rwd::conv_same<3>);
+}  // namespace
+
+TEST_CASE("dropout: a fixed mask per key on every executor, its backward the transpose, the identity without a key") {
+  const std::uint64_t key = rwd::noise_key(1, 0);
+  check_map(dropout_inside, width, key);  // central differences through the same mask both ways
+  check_map(dropout_first, width, key);   // the first layer: its cotangent is the map's
+  check_map(dropout_conv, rwd::tensor_shape{3, 5, 4}, key);
+  check_map(dropout_inside);              // no key: no dropout
+  CHECK(decltype(dropout_inside)::describe(5) == "5 -> 16 -> tanh -> dropout 0.5 -> 5");
+
+  using M = std::remove_cv_t<decltype(dropout_first)>;
+  constexpr std::size_t n = 4000;
+  const auto dropped = [&](std::uint64_t k, std::size_t first, std::size_t count) {
+    std::vector<double> x(n * count, 1.0), y(n * count);
+    const rwd::layer_forward<double> l{.shape = M::shape(n)[0], .batch = count, .x = x.data(), .y = y.data(), .key = k, .first = first};
+    rwd::layer_rule<rwd::dropout_layer<1, 5>>::forward(loop_ops{}, l);
+    return y;
+  };
+  const auto y = dropped(key, 0, 2);
+  const auto zeros = static_cast<double>(std::count(y.begin(), y.end(), 0.0));
+  CHECK(zeros / static_cast<double>(y.size()) == doctest::Approx(0.2).epsilon(0.1));  // p, within 3 sigma
+  CHECK(std::all_of(y.begin(), y.end(), [](double v) { return v == 0.0 || v == 1.25; }));  // kept values scaled by 1/(1 - p)
+  // the mask of a sample depends on its place in the whole batch, not on the lane it runs in
+  const auto second = dropped(key, 1, 1);
+  CHECK(std::equal(second.begin(), second.end(), y.begin() + n));
+  // another key (another step, layer or call): another mask
+  CHECK(dropped(rwd::noise_key(1, 1), 0, 2) != y);
+  CHECK(dropped(0, 0, 2) == std::vector<double>(2 * n, 1.0));
 }

@@ -152,6 +152,32 @@ struct layer_kind<group_norm_layer<G>> {
   static std::string describe(tensor_shape) { return G == 1 ? std::string("layer norm") : "group norm " + std::to_string(G); }
 };
 
+/// Dropout: in a training step each value is kept with probability 1 - p and scaled by 1/(1 - p),
+/// or zeroed; the masks come from a counter-based generator keyed by the step, the layer and the
+/// element, so the rewind and the backward pass draw the forward's mask again and nothing is
+/// stored. Outside a training step (predict, forward, rewind) it passes its input through.
+/// Written rwd::dropout(0.1_c): p an exact rational in [0, 1).
+template <long long N, long long D>
+struct dropout_layer {
+  static_assert(N >= 0 && N < D, "rewind: a dropout probability p lies in [0, 1)");
+  static constexpr rational p{N, D};
+};
+template <long long N, long long D>
+constexpr dropout_layer<N, D> dropout(constant<N, D>) {
+  return {};
+}
+
+template <long long N, long long D>
+struct layer_kind<dropout_layer<N, D>> {
+  static constexpr tensor_shape out(tensor_shape in, tensor_shape) { return in; }
+  static constexpr std::size_t parameter_count(tensor_shape, tensor_shape) { return 0; }
+  static constexpr long long fixed_width = -1;
+  static constexpr bool keeps_output = false;
+  /// 0 or x / (1 - p): the limits of x / (1 - p), and 0 inside
+  static constexpr double bound(double x) { return x / (1 - dropout_layer<N, D>::p.value()); }
+  static std::string describe(tensor_shape) { return "dropout " + detail::format_rational(dropout_layer<N, D>::p); }
+};
+
 /// A layer of a map: a type with a layer_kind.
 template <class L>
 concept map_layer = requires { layer_kind<L>::out(tensor_shape{}, tensor_shape{}); };

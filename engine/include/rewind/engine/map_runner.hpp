@@ -35,6 +35,7 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 
 #include <rewind/layout.hpp>
 #include <rewind/map.hpp>
@@ -42,6 +43,7 @@
 #include "layers/activation.hpp"
 #include "layers/conv.hpp"
 #include "layers/dense.hpp"
+#include "layers/dropout.hpp"
 #include "layers/group_norm.hpp"
 
 namespace rwd {
@@ -64,7 +66,10 @@ struct map_runner {
   std::size_t batch;
   Exec exec{};
   T* work = nullptr;  // L::work_size(state) x batch scalars, for the layers' passes
+  std::uint64_t key = 0;  // this call's dropout key (0: none); layer k's is noise_key(key, k)
+  std::size_t first = 0;  // the batch's first sample in the whole batch (dropout draws per sample)
 
+  std::uint64_t layer_key(std::size_t k) const { return key == 0 ? 0 : noise_key(key, k); }
   /// Output k's buffer: stages laid out one after the other from `stages`.
   std::array<T*, L::depth> outputs(T* stages) const { return L::outputs(stages, state, batch); }
 
@@ -86,7 +91,9 @@ struct map_runner {
                                   .into_next = L::fused(k),
                                   .bias_before = bias,
                                   .bias_rows = bias_rows,
-                                  .work = work};
+                                  .work = work,
+                                  .key = layer_key(k),
+                                  .first = first};
       rule::forward(exec, step);
       bias = nullptr;
       if constexpr (requires { rule::bias(shape[k]); })
@@ -115,7 +122,9 @@ struct map_runner {
                                    .y = out[k],
                                    .g = g,
                                    .dx = k == 0 ? vjp : cotangent_of[k],
-                                   .work = work};
+                                   .work = work,
+                                   .key = layer_key(k),
+                                   .first = first};
       g = layer_rule<decltype(layer)>::backward(exec, step);
     });
   }

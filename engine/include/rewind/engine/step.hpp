@@ -36,6 +36,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include <rewind/engine.hpp>
@@ -106,6 +107,7 @@ class step_engine {
     tensor_shape state;  // each state variable's shape per sample
     std::size_t batch = 0, classes = 0, depth = 0, segment = 1;
     std::size_t input = 0, output = 0;
+    std::uint64_t noise = 0;  // this training step's dropout key (noise_key(seed, step)); 0: no dropout
     std::size_t width() const { return state.size(); }
   };
 
@@ -231,8 +233,9 @@ class step_engine {
         *tape = base + P::calls_size(s_.state) * nb;
       }
       uf.place_calls(base, s_.state, nb);
-      compute_calls<U>(l, uf, ln);
-      exec_.template update<Layout, U, typename U::rhs>(uf.f, target, n, update_site{l, ui++, false});
+      const update_site at{l, ui++, false};
+      compute_calls<U>(at, uf, ln);
+      exec_.template update<Layout, U, typename U::rhs>(uf.f, target, n, at);
     });
   }
 
@@ -246,12 +249,13 @@ class step_engine {
       using Layout = typename plan<U>::Layout;
       auto uf = frame_of<U>(ln);
       T* steps = uf.place_calls(buffers(ln), s_.state, nb);
-      compute_calls<U>(l, uf, ln);  // g does not read the target: these are the forward's calls
+      const update_site at{l, --ui, true};
+      compute_calls<U>(at, uf, ln);  // g does not read the target: these are the forward's calls
       T* target = ln.s[Layout::template state_index<typename U::target>].data();
-      exec_.template update<Layout, U, typename decltype(invert(U{}))::rhs>(uf.f, target, s_.width() * nb, update_site{l, --ui, true});
+      exec_.template update<Layout, U, typename decltype(invert(U{}))::rhs>(uf.f, target, s_.width() * nb, at);
       if (with_adjoint) {
         uf.place_steps(steps, s_.state, nb);
-        apply_adjoint<U>(l, uf, ln);
+        apply_adjoint<U>(at, uf, ln);
       }
     });
   }
@@ -259,6 +263,7 @@ class step_engine {
   /// Layer l backward on a lane from its tape, whose entries for this layer end at `end`.
   void backward_layer_stored(std::size_t l, lane_type& ln, T* end) const {
     const std::size_t nb = ln.count, n = s_.width() * nb;
+    std::size_t ui = Block::size;
     hana::for_each(hana::reverse(Block::updates()), [&](auto u) {
       using U = decltype(u);
       using P = plan<U>;
@@ -269,14 +274,16 @@ class step_engine {
       uf.place_calls(entry + n, s_.state, nb);
       uf.relink_calls(s_.state, nb);
       uf.place_steps(buffers(ln), s_.state, nb);
-      apply_adjoint<U>(l, uf, ln);
+      apply_adjoint<U>(update_site{l, --ui, true}, uf, ln);
     });
   }
 
   /// Evaluates update U's map calls (innermost first) from the current state of a lane of nb
-  /// samples, into the call buffers placed in uf.
+  /// samples, into the call buffers placed in uf; `at` is the update's place (its layer and its
+  /// index in the block), which with the call's index keys the call's dropout masks.
   template <class U>
-  void compute_calls(std::size_t layer, frame<U>& uf, const lane_type& ln) const {
+  void compute_calls(update_site at, frame<U>& uf, const lane_type& ln) const {
+    const std::size_t layer = at.layer;
     const std::size_t nb = ln.count;
     using Layout = typename plan<U>::Layout;
     std::size_t c = 0;
@@ -289,18 +296,19 @@ class step_engine {
         exec_.template assign<Layout, typename C::argument>(uf.f, uf.call_input[c], s_.width() * nb);
         uf.call_in[c] = uf.call_input[c];
       }
-      uf.f.calls[c] = runner<M>(nb, ln.work).forward(params_ + arena_.template offset<M>(layer), uf.call_in[c], uf.call_stages[c]);
+      uf.f.calls[c] = runner<M>(ln, call_key(at, c)).forward(params_ + arena_.template offset<M>(layer), uf.call_in[c], uf.call_stages[c]);
       uf.call_out[c] = const_cast<T*>(uf.f.calls[c]);  // inside call_stages, which the caller owns
       ++c;
     });
   }
 
   /// Update U's derived adjoint on a lane; its parameter gradients accumulate in ln.grads (layer
-  /// l's part of the arena's layout).
+  /// at.layer's part of the arena's layout). The maps' dropout masks are the forward's (the same
+  /// keys).
   template <class U>
-  void apply_adjoint(std::size_t l, frame<U>& uf, lane_type& ln) const {
+  void apply_adjoint(update_site at, frame<U>& uf, lane_type& ln) const {
     using Layout = typename plan<U>::Layout;
-    const std::size_t nb = ln.count, n = s_.width() * nb;
+    const std::size_t nb = ln.count, n = s_.width() * nb, l = at.layer;
     hana::for_each(adjoint(U{}).steps(), [&](auto step) {
       using S = decltype(step);
       if constexpr (detail::is_map_step<S>) {
@@ -309,9 +317,9 @@ class step_engine {
         constexpr std::size_t c = Layout::template call_index<C>;
         constexpr std::size_t j = Layout::template vjp_index<map_vjp<C, typename S::cotangent>>;
         exec_.template assign<Layout, typename S::cotangent>(uf.f, uf.cot[j], n);
-        const std::size_t at = arena_.template offset<M>(0);
-        runner<M>(nb, ln.work).backward(params_ + arena_.template offset<M>(l), ln.grads + at, uf.call_in[c], uf.call_stages[c], uf.cot[j],
-                               uf.scratch[j], uf.vjp[j]);
+        runner<M>(ln, call_key(at, c))
+            .backward(params_ + arena_.template offset<M>(l), ln.grads + arena_.template offset<M>(0), uf.call_in[c], uf.call_stages[c],
+                      uf.cot[j], uf.scratch[j], uf.vjp[j]);
         uf.f.vjps[j] = uf.vjp[j];
       } else {
         T* bar = ln.b[Layout::template state_index<typename S::variable>].data();
@@ -352,9 +360,15 @@ class step_engine {
   T* checkpoint(T* tape, std::size_t l, const lane_type& ln) const {
     return tape + (l / s_.segment - 1) * ns * whole() + ln.first * s_.width();
   }
+  /// A runner of map M over a lane: its columns, its workspace, and a call's dropout key.
   template <class M>
-  map_runner<M, T, std::remove_cvref_t<decltype(std::declval<const Exec&>().maps())>> runner(std::size_t nb, T* work) const {
-    return {s_.state, nb, exec_.maps(), work};
+  map_runner<M, T, std::remove_cvref_t<decltype(std::declval<const Exec&>().maps())>> runner(const lane_type& ln, std::uint64_t key) const {
+    return {s_.state, ln.count, exec_.maps(), ln.work, key, ln.first};
+  }
+  /// The dropout key of call c of the update at `at` in this step (0, no dropout, when the step's
+  /// noise is 0): the same in the forward pass, the rewind and the backward pass.
+  std::uint64_t call_key(update_site at, std::size_t c) const {
+    return s_.noise == 0 ? 0 : noise_key(noise_key(noise_key(s_.noise, at.layer), at.index), c);
   }
 
   shape s_;

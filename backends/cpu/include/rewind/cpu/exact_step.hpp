@@ -99,15 +99,15 @@ class exact_step {
   }
   T from_fixed(std::int64_t v, std::size_t k) const { return radix_[k].template value<T>(v); }
 
-  /// Update U of layer l on a lane in fixed point, forward (s <- alpha*s + round(g)) or rewound,
+  /// Update U at `at` (its layer and index) on a lane in fixed point, forward (s <- alpha*s + round(g)) or rewound,
   /// and then, when asked, its adjoint.
   template <class U>
-  void update(const engine_type& eng, std::size_t l, lane& ln, state& fx, bool forward, bool with_adjoint) const {
+  void update(const engine_type& eng, update_site at, lane& ln, state& fx, bool forward, bool with_adjoint) const {
     using Layout = typename engine_type::template plan<U>::Layout;
     const std::size_t width = eng.dims().width(), nb = ln.count, count = width * nb, whole = width * eng.dims().batch;
     auto uf = eng.template frame_of<U>(ln);
     T* steps = uf.place_calls(eng.buffers(ln), eng.dims().state, nb);
-    eng.template compute_calls<U>(l, uf, ln);  // from the shadow of the state; g does not read the target
+    eng.template compute_calls<U>(at, uf, ln);  // from the shadow of the state; g does not read the target
     const T* g = nullptr;  // g itself where it is already a buffer: a map call's output, or a variable
     if constexpr (engine_type::template g_needs_buffer<U>()) {
       g = steps;
@@ -138,7 +138,7 @@ class exact_step {
     }
     if (with_adjoint) {
       uf.place_steps(steps, eng.dims().state, nb);
-      eng.apply_adjoint(l, uf, ln);
+      eng.apply_adjoint(at, uf, ln);
     }
   }
 

@@ -211,7 +211,7 @@ class model {
                                                     "use mode::checkpointed, or options.lossy");
     states st(*this);
     st.load(batch, input_);
-    const engine_type eng = engine();
+    const engine_type eng = engine(training_noise());
     buffer<T> tape(tracker_, engine_type::tape_size(m, state_shape(o_), o_.batch, depth_, segment_));
     const auto forward_chunk = [&](lane& ln) { eng.forward(ln, m, tape.data()); };
     const auto backward_chunk = [&](std::size_t l, lane& ln) { eng.backward(l, ln, m, tape.data()); };
@@ -249,7 +249,12 @@ class model {
   template <class Optimizer>
   void apply(const Optimizer& o) {
     step(o, std::span<T>(params_), std::span<const T>(grads_), optimizer_);
+    ++updates_;
   }
+  /// The dropout key of the next training step: the seed and the number of parameter updates so
+  /// far, so that every evaluation between two updates (a step, its audit, a gradient check)
+  /// draws the same masks, and each update's step new ones.
+  std::uint64_t training_noise() const { return noise_key(o_.seed, updates_); }
   /// Forgets the optimizer's momentum and step count.
   void reset_optimizer() { optimizer_ = {}; }
 
@@ -427,8 +432,9 @@ class model {
   }
 
   /// The algorithm of a step (rewind/engine/step.hpp) over this model's parameters, on the CPU.
-  engine_type engine() const {
-    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
+  /// `noise`: the step's dropout key (training_noise()), or 0 outside a training step.
+  engine_type engine(std::uint64_t noise = 0) const {
+    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_, noise}, arena_, params_.data(), scalars_,
                        executor<T>{&bindings_});
   }
 
@@ -446,11 +452,13 @@ class model {
       fx.s[input_][i] = exact_rules_->to_fixed(static_cast<double>(batch[i]), input_);
       st.s[input_][i] = exact_rules_->from_fixed(fx.s[input_][i], input_);
     }
-    const engine_type eng = engine();
+    const engine_type eng = engine(training_noise());
     const std::vector<std::int64_t> start(fx.s[input_].data(), fx.s[input_].data() + wb);
     const auto forward_chunk = [&](lane& ln) {
-      for (std::size_t l = 0; l < depth_; ++l)
-        hana::for_each(Block::updates(), [&](auto u) { exact_rules_->template update<decltype(u)>(eng, l, ln, fx, true, false); });
+      for (std::size_t l = 0; l < depth_; ++l) {
+        std::size_t ui = 0;
+        hana::for_each(Block::updates(), [&](auto u) { exact_rules_->template update<decltype(u)>(eng, {l, ui++, false}, ln, fx, true, false); });
+      }
     };
     const auto measure = [&] {
       exact_.ledger_planes = fx.book.planes();
@@ -458,7 +466,9 @@ class model {
       exact_.ledger_bits_per_element = fx.book.bits_in_use() / static_cast<double>(std::max<std::size_t>(1, exact_rules_->scaled_variables()) * wb);
     };
     const auto backward_chunk = [&](std::size_t l, lane& ln) {
-      hana::for_each(hana::reverse(Block::updates()), [&](auto u) { exact_rules_->template update<decltype(u)>(eng, l, ln, fx, false, true); });
+      std::size_t ui = Block::size;
+      hana::for_each(hana::reverse(Block::updates()),
+                     [&](auto u) { exact_rules_->template update<decltype(u)>(eng, {l, --ui, true}, ln, fx, false, true); });
     };
     const T loss = run_step(st, labels, mode::exact, ready, forward_chunk, measure, backward_chunk);
     bool same = fx.book.empty() && std::equal(start.begin(), start.end(), fx.s[input_].data());
@@ -497,6 +507,7 @@ class model {
   memory_tracker tracker_;
   optimizer_state<T> optimizer_;
   exact_report exact_;
+  std::uint64_t updates_ = 0;  // apply() calls: the step count of the dropout keys
   detail::team_choice team_;
 };
 

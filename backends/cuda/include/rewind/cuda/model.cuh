@@ -147,7 +147,7 @@ class model {
     upload(labels_.data(), labels.data(), labels.size(), s);
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), s);
-    const engine_type eng = engine();
+    const engine_type eng = engine(training_noise());
     device_buffer<T> tape(tracker_, engine_type::tape_size(m, state_shape(o_), o_.batch, depth_, segment_));
     device_buffer<T> work(tracker_, engine_type::work_per_sample(m, state_shape(o_), o_.classes) * o_.batch);
     lane ln = st.whole(work.data());
@@ -269,13 +269,18 @@ class model {
     begin_optimizer(kind_of(o), 1);
     for_each(sgd_step<T>::of(o, params_.data(), grads_.data(), first_.data()), arena_.total, ctx_.stream());
     ++steps_;
+    ++updates_;
   }
   void apply(const adam& o) {
     check(o);
     begin_optimizer(kind_of(o), 2);
     ++steps_;
     for_each(adam_step<T>::of(o, steps_, params_.data(), grads_.data(), first_.data(), second_.data()), arena_.total, ctx_.stream());
+    ++updates_;
   }
+  /// The dropout key of the next training step, as the CPU model's: the seed and the number of
+  /// parameter updates so far.
+  std::uint64_t training_noise() const { return noise_key(o_.seed, updates_); }
   /// Forgets the optimizer's moments and step count.
   void reset_optimizer() {
     first_.reset(), second_.reset();
@@ -321,8 +326,9 @@ class model {
   };
 
   /// The algorithm of a step (rewind/engine/step.hpp) over the device arena, on the stream.
-  engine_type engine() {
-    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_}, arena_, params_.data(), scalars_,
+  /// `noise`: the step's dropout key (training_noise()), or 0 outside a training step.
+  engine_type engine(std::uint64_t noise = 0) {
+    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_, noise}, arena_, params_.data(), scalars_,
                        executor<T>{ctx_.blas(), ctx_.stream(), &bindings_, alpha_bad_.data(), depth_, Block::size});
   }
 
@@ -428,6 +434,7 @@ class model {
   device_buffer<double> losses_;
   std::vector<T> input_grad_;
   long long steps_ = 0;
+  std::uint64_t updates_ = 0;  // apply() calls, never reset: the step count of the dropout keys
   optimizer_kind optimizer_ = optimizer_kind::none;
 };
 

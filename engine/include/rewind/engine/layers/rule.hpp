@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include <rewind/map.hpp>
@@ -21,6 +22,8 @@ struct layer_forward {
   const T* bias_before = nullptr;   // an activation after such a layer: that layer's bias,
   std::size_t bias_rows = 0;        // one value per row of its output (rows x out/rows per sample)
   T* work = nullptr;                // the layer's workspace(shape) x batch scalars, not kept
+  std::uint64_t key = 0;            // the layer's dropout key in this call (0: no dropout)
+  std::size_t first = 0;            // the first sample's index in the whole batch
 };
 
 /// One layer's backward pass: the cotangent g of its output in, the cotangent of its input out.
@@ -36,6 +39,8 @@ struct layer_backward {
   T* dx = nullptr;      // where the input cotangent goes when the layer writes one of its own
                         // (or, for the first layer of a map, the map's input cotangent)
   T* work = nullptr;    // the layer's workspace(shape) x batch scalars, not kept
+  std::uint64_t key = 0;  // as in layer_forward: the same as the forward's
+  std::size_t first = 0;
 };
 
 /// Where a layer that hands its bias to the next finds it: `offset` from its first parameter,
