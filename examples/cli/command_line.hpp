@@ -37,7 +37,8 @@ struct command_line {
     me->add_option("--modes", memory.modes, "stored, reversible, checkpointed and/or exact, comma-separated")
         ->delimiter(',')->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact"}));
     me->add_option("--batch", memory.batch, "batch size")->check(CLI::PositiveNumber);
-    me->add_option("--width", memory.width, "state width")->check(CLI::PositiveNumber);
+    me->add_option("--width", memory.width, "state width (mlp)")->check(CLI::PositiveNumber);
+    me->add_option("--net", memory.net, "mlp or cnn (the network of train --net cnn, on 28 x 28 inputs)")->check(CLI::IsMember({"mlp", "cnn"}));
     me->add_option("--mu", memory.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
     me->add_option("--steps", memory.steps, "measured steps per configuration (median)")->check(CLI::PositiveNumber);
     me->add_option("--rounds", memory.rounds,

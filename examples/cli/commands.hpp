@@ -24,7 +24,7 @@ struct memory_options {
   std::vector<int> threads{0};  // thread counts to measure (0: the CPUs this process may use)
   bool contend = false;         // also measure each configuration beside a busy loop
   int rounds = 1;  // the whole sweep this many times, interleaved; medians over the rounds
-  std::string json, device = "cpu";
+  std::string json, device = "cpu", net = "mlp";  // net: mlp, or cnn (train --net cnn's network; width 784)
   bool child = false;  // internal: measure one configuration in this process, print one line
   int child_mode = 0;
 };

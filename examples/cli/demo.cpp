@@ -33,7 +33,6 @@ int run_demo(const demo_options& o, const std::string& self) {
   namespace fs = std::filesystem;
   fs::create_directories(o.out);
   const std::string dir = fs::absolute(o.out).string();
-  progress bar("steps", 6);
   struct step {
     std::string title, args;
   };
@@ -44,6 +43,7 @@ int run_demo(const demo_options& o, const std::string& self) {
       {"Gradient agreement against the budget, float64", fmt::format("budget --mus 0.3,0.6,0.9 --depths 8,32,128,512 --batch 16 --dtype float64 --json {}/budget64.json", dir)},
       {"Rewind error along the trajectory", fmt::format("trajectory --particles 12 --depth 64 --mus 0.3,0.6,0.9 --json {}/trajectory.json", dir)},
       {"Training, stored against reversible (short run)", fmt::format("train --depth 64 --mu 0.9 --epochs 2 --train-limit 12800 --json {}/train.json", dir)},
+      {"Training a convolutional network, stored against reversible (short run)", fmt::format("train --net cnn --depth 8 --lr 1e-3 --epochs 1 --train-limit 12800 --json {}/train_cnn.json", dir)},
   };
   const std::vector<step> quick{
       {"The derivation of the built-in blocks", "explain --block momentum"},
@@ -52,8 +52,10 @@ int run_demo(const demo_options& o, const std::string& self) {
       {"Gradient agreement against the budget, float64", fmt::format("budget --mus 0.5 --depths 4,64 --width 16 --batch 4 --dtype float64 --json {}/budget64.json", dir)},
       {"Rewind error along the trajectory", fmt::format("trajectory --particles 3 --depth 8 --mus 0.5 --json {}/trajectory.json", dir)},
       {"Training, stored against reversible", fmt::format("train --synthetic --depth 2 --batch 32 --epochs 1 --train-limit 256 --test-limit 128 --json {}/train.json", dir)},
+      {"Training a convolutional network, stored against reversible", fmt::format("train --net cnn --synthetic --depth 2 --batch 32 --epochs 1 --train-limit 256 --test-limit 128 --json {}/train_cnn.json", dir)},
   };
   const auto& steps = o.quick ? quick : full;
+  progress bar("steps", steps.size());
   std::string summary = "# rewind demo report\n\nEach section is a command of the `rewind` program and what it printed. "
                         "JSON, CSV and PNG files sit beside this file.\n";
   std::size_t done = 0;

@@ -58,12 +58,13 @@ std::unique_ptr<engine<T>> make_of(Block b, std::size_t depth, const rwd::option
 }  // namespace
 
 template <class T>
-std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu) {
+std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu, network net) {
   if (const std::string why = unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
+  if (net == network::cnn) return make_of<T>(ref::cnn::momentum, depth, o, mu);
   return make_of<T>(ref::momentum, depth, o, mu);
 }
-template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double);
-template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double);
+template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double, network);
+template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double, network);
 
 }  // namespace rewind_cli::gpu
 

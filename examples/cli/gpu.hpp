@@ -19,7 +19,11 @@ namespace rewind_cli::gpu {
 /// empty when it can.
 std::string unavailable();
 
-/// The reference momentum network (runtime mu) on the GPU: rwd::cuda::model<T, ref::momentum_t>.
+/// The networks the GPU side holds: the reference MLP and the CNN of train --net cnn.
+enum class network { mlp, cnn };
+
+/// A network (runtime mu) on the GPU: rwd::cuda::model<T, ref::momentum_t> or
+/// rwd::cuda::model<T, ref::cnn::momentum_t>.
 template <class T>
 class engine {
  public:
@@ -42,18 +46,19 @@ class engine {
   virtual void save(const std::string& path) const = 0;
 };
 
-/// Throws rwd::error saying why when unavailable() is not empty.
+/// Throws rwd::error saying why when unavailable() is not empty. The CNN's options give its
+/// state's shape (ref::cnn::state).
 template <class T>
-std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu);
+std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu, network net = network::mlp);
 
 /// What the plugin exports, as the one C symbol `rewind_gpu_plugin` returning it. Built by the
 /// same compiler as the program, from this header: `abi` guards against a stale plugin.
 struct plugin {
-  static constexpr int current_abi = 2;
+  static constexpr int current_abi = 3;
   int abi;
   std::string (*unavailable)();
-  std::unique_ptr<engine<float>> (*make_float)(std::size_t depth, const rwd::options& o, double mu);
-  std::unique_ptr<engine<double>> (*make_double)(std::size_t depth, const rwd::options& o, double mu);
+  std::unique_ptr<engine<float>> (*make_float)(std::size_t depth, const rwd::options& o, double mu, network net);
+  std::unique_ptr<engine<double>> (*make_double)(std::size_t depth, const rwd::options& o, double mu, network net);
 };
 
 }  // namespace rewind_cli::gpu

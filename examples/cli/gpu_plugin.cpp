@@ -62,13 +62,13 @@ std::string unavailable() {
 }
 
 template <class T>
-std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu) {
+std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu, network net) {
   const loaded& l = the_plugin();
   if (!l.p) throw rwd::error("rewind: --device cuda: " + l.why);
-  if constexpr (std::is_same_v<T, float>) return l.p->make_float(depth, o, mu);
-  else return l.p->make_double(depth, o, mu);
+  if constexpr (std::is_same_v<T, float>) return l.p->make_float(depth, o, mu, net);
+  else return l.p->make_double(depth, o, mu, net);
 }
-template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double);
-template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double);
+template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double, network);
+template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double, network);
 
 }  // namespace rewind_cli::gpu

@@ -32,14 +32,29 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 constexpr std::size_t hidden = 16;
 
-row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
+/// The model's options for the network measured: the MLP of width o.width, or the CNN on its
+/// 16 x 7 x 7 state (28 x 28 inputs squeezed twice).
+rwd::options options_of(const memory_options& o) {
+  rwd::options opt{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true};
+  if (o.net == "cnn") opt.shape = ref::cnn::state;
+  return opt;
+}
+/// Flops of one layer's forward pass for the whole batch: the MLP's two dense layers (4 W H B),
+/// or the CNN's two 3x3 convolutions (2 B positions 9 (c 32 + 32 c)). A backward pass is twice
+/// that, a rewind one forward more.
+double layer_flops(const memory_options& o) {
+  if (o.net != "cnn") return 4.0 * static_cast<double>(o.width) * hidden * static_cast<double>(o.batch);
+  const auto s = ref::cnn::state;
+  return 2.0 * static_cast<double>(o.batch * s.positions()) * 9.0 * static_cast<double>(2 * s.c * 32);
+}
+
+template <class Block>
+row measure_block(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   // lossy: this measures bytes and time; past the budget the reversible gradient is garbage. Every
   // step starts from the initial parameters (put back outside the timing), so every step and
   // every mode measures the same network, and a run past the budget never trains itself into
   // non-finite values, nor the exact mode's state out of its fixed-point range.
-  rwd::cpu::model<float, ref::momentum_t> model(ref::momentum, depth,
-                                                {.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true},
-                                                rwd::env{}.set("mu", o.mu));
+  rwd::cpu::model<float, Block> model(Block{}, depth, options_of(o), rwd::env{}.set("mu", o.mu));
   const std::vector<float> initial(model.parameters().begin(), model.parameters().end());
   const ref::benchmark_batch<float> b(o.width, o.batch);
   const auto& data = b.pixels;
@@ -64,21 +79,23 @@ row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   r.rss = static_cast<double>(u.ru_maxrss) * 1024;
-  // a layer's forward is 4*W*H*B flops, its backward twice that, the rewind one forward more
-  const double per_layer = 4.0 * o.width * hidden * static_cast<double>(o.batch);
-  r.gflops = depth * per_layer * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
+  r.gflops = depth * layer_flops(o) * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
   if (m == rwd::cpu::mode::exact) r.ledger = static_cast<double>(model.last_exact().ledger_bytes_peak);
   r.team = model.last_team();
   return r;
+}
+
+row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
+  return o.net == "cnn" ? measure_block<ref::cnn::momentum_t>(depth, m, o) : measure_block<ref::momentum_t>(depth, m, o);
 }
 
 /// The same measurement on the GPU: step time by CUDA events (median after a warm-up step),
 /// tracked device bytes against the plan. Every step starts from the initial parameters (so a
 /// lossy run past the budget never trains itself into non-finite values).
 row measure_gpu(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
-  const rwd::options opt{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true};
-  auto model = gpu::make<float>(depth, opt, o.mu);
-  const auto initial = ref::initial_parameters<float>(depth, opt);
+  const rwd::options opt = options_of(o);
+  auto model = gpu::make<float>(depth, opt, o.mu, o.net == "cnn" ? gpu::network::cnn : gpu::network::mlp);
+  const auto initial = o.net == "cnn" ? ref::initial_parameters<float, ref::cnn::momentum_t>(depth, opt) : ref::initial_parameters<float>(depth, opt);
   const ref::benchmark_batch<float> b(o.width, o.batch);
   const auto& data = b.pixels;
   const auto& labels = b.labels;
@@ -101,14 +118,37 @@ row measure_gpu(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   r.rss = static_cast<double>(u.ru_maxrss) * 1024;
-  const double per_layer = 4.0 * o.width * hidden * static_cast<double>(o.batch);
-  r.gflops = depth * per_layer * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
+  r.gflops = depth * layer_flops(o) * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
   return r;
 }
 
-/// Eigen's rate on the six GEMMs of one layer (two forward, four backward), same shapes.
+/// Eigen's rate on the six GEMMs of one layer (two forward, four backward), same shapes (the
+/// CNN's: its convolutions' weights against their patch matrices).
 double gemm_gflops(const memory_options& o) {
   using M = Eigen::MatrixXf;
+  if (o.net == "cnn") {
+    const auto s = ref::cnn::state;
+    const auto C = static_cast<Eigen::Index>(s.c), P = static_cast<Eigen::Index>(s.positions() * o.batch), H = Eigen::Index{32};
+    M W1 = M::Random(9 * C, H), W2 = M::Random(9 * H, C), X1 = M::Random(9 * C, P), X2 = M::Random(9 * H, P);
+    M Y1(H, P), Y2(C, P), dW1(9 * C, H), dW2(9 * H, C), dX1(9 * C, P), dX2(9 * H, P);
+    auto once = [&] {
+      Y1.noalias() = W1.transpose() * X1;
+      Y2.noalias() = W2.transpose() * X2;
+      dW2.noalias() = X2 * Y2.transpose();
+      dX2.noalias() = W2 * Y2;
+      dW1.noalias() = X1 * Y1.transpose();
+      dX1.noalias() = W1 * Y1;
+    };
+    once();
+    std::vector<double> times;
+    for (int r = 0; r < 7; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 5; ++i) once();
+      times.push_back(since(t0) / 5);
+    }
+    std::sort(times.begin(), times.end());
+    return 3 * layer_flops(o) / times[3] / 1e9;
+  }
   const auto W = static_cast<Eigen::Index>(o.width), B = static_cast<Eigen::Index>(o.batch), H = Eigen::Index{hidden};
   M W1 = M::Random(H, W), W2 = M::Random(W, H), X = M::Random(W, B);
   M Hd(H, B), Y(W, B), dW1(H, W), dW2(W, H), dH(H, B), dX(W, B);
@@ -155,8 +195,8 @@ class busy_loop {
 
 row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, int threads, bool busy, const memory_options& o) {
   const std::string cmd = fmt::format("'{}' memory --child --depths {} --child-mode {} --batch {} --width {} --steps {} "
-                                      "--mu {} --threads {} --device {}",
-                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device);
+                                      "--mu {} --threads {} --device {} --net {}",
+                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device, o.net);
   std::optional<busy_loop> spinner;
   if (busy) spinner.emplace();
   FILE* p = popen(cmd.c_str(), "r");
@@ -192,6 +232,7 @@ ratio ratio_of(const std::vector<row>& all, std::size_t n, std::size_t rounds, s
 
 int run_memory(const memory_options& o, const std::string& self) {
   if (o.threads.empty()) throw rwd::error("rewind: --threads needs at least one count");
+  if (o.net == "cnn" && o.width != ref::width) throw rwd::error("rewind: --net cnn takes 28 x 28 inputs: --width is 784");
   rwd::cpu::set_threads(o.threads.front());
   const bool gpu = o.device == "cuda";
   if (gpu && o.child_mode == static_cast<int>(rwd::cpu::mode::exact))
@@ -224,8 +265,9 @@ int run_memory(const memory_options& o, const std::string& self) {
     where = "GPU " + gpu::make<float>(1, {.width = 8, .batch = 1, .classes = 2}, o.mu)->device() + ", CUDA events";
   }
   const double gemm = gpu ? 0 : gemm_gflops(o);
-  fmt::print("rewind memory: width {}, map {} -> 16 -> tanh -> {}, batch {}, float32, mu {}, {}, median of {} steps{}\n", o.width,
-             o.width, o.width, o.batch, o.mu, where, o.steps,
+  const std::string net = o.net == "cnn" ? "cnn, state " + ref::cnn::state.text() + ", map " + ref::cnn::f.describe(ref::cnn::state)
+                                          : fmt::format("width {}, map {}", o.width, ref::f.describe(o.width));
+  fmt::print("rewind memory: {}, batch {}, float32, mu {}, {}, median of {} steps{}\n", net, o.batch, o.mu, where, o.steps,
              o.rounds > 1 ? fmt::format(", {} interleaved rounds", o.rounds) : std::string());
   if (o.contend) fmt::print("busy: another process spins on one core while the step runs\n");
   if (gpu) fmt::print("peak MB: tracked device bytes of the step's activations and workspaces\n\n");
@@ -314,9 +356,9 @@ int run_memory(const memory_options& o, const std::string& self) {
   if (o.json.empty()) return 0;
 
   std::string json = fmt::format(
-      "{{\"config\": {{\"width\": {}, \"hidden\": 16, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, "
+      "{{\"config\": {{\"net\": \"{}\", \"width\": {}, \"hidden\": {}, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, "
       "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
-      o.width, o.batch, json_number(o.mu), settings.front().threads, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
+      o.net, o.width, o.net == "cnn" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
       rounds, json_number(gemm), o.device);
   std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops,threads,busy\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {

@@ -45,10 +45,11 @@ std::vector<T> input(std::span<const T> images, std::size_t n) {
 }
 }  // namespace cnn
 
-/// The reference network's initial parameters for a model's options, as every engine makes them.
-template <class T>
+/// A network's initial parameters for a model's options, as every engine makes them (the
+/// reference MLP's by default).
+template <class T, class Block = momentum_t>
 std::vector<T> initial_parameters(std::size_t depth, const rwd::options& o) {
-  const rwd::parameter_layout<momentum_t> layout(o.width, depth, o.classes);
+  const rwd::parameter_layout<Block> layout(rwd::state_shape(o), depth, o.classes);
   std::vector<T> p(layout.total);
   layout.initialise(std::span<T>(p), o.seed, o.output_init_scale);
   return p;

@@ -55,10 +55,11 @@ struct cpu_trainer {
   void save(const std::string& path) const { model.save(path); }
 };
 
-/// The reference network on the GPU.
+/// The reference MLP or the CNN (as the options' shape says) on the GPU.
 struct gpu_trainer {
   std::unique_ptr<gpu::engine<float>> engine;
-  gpu_trainer(std::size_t depth, const rwd::options& o, double mu) : engine(gpu::make<float>(depth, o, mu)) {}
+  gpu_trainer(std::size_t depth, const rwd::options& o, double mu)
+      : engine(gpu::make<float>(depth, o, mu, o.shape == ref::cnn::state ? gpu::network::cnn : gpu::network::mlp)) {}
   float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return engine->loss_and_gradient(b, l, m); }
   void apply(const rwd::adam& a) { engine->apply(a); }
   std::vector<int> predict(std::span<const float> b) { return engine->predict(b); }
@@ -138,7 +139,6 @@ int run_train(const train_options& o) {
     throw rwd::error("rewind: --mode is stored, reversible, checkpointed, exact or both");
   if (o.depth == 0 || o.batch == 0 || o.epochs == 0) throw rwd::error("rewind: --depth, --batch and --epochs are at least 1");
   const int ranks = current_job().ranks;
-  if (o.device == "cuda" && o.net == "cnn") throw rwd::error("rewind: --device cuda: the GPU plugin holds the MLP; --net cnn trains on the CPU");
   if (o.device == "cuda") {
     if (const std::string why = gpu::unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
     if (ranks > 1) throw rwd::error("rewind: --device cuda trains on one GPU; under mpirun, train on the CPU (NCCL is not built yet)");

@@ -45,11 +45,13 @@ class standin final : public engine<T> {
 };
 }  // namespace
 
+/// The stand-in holds the MLP, all the GPU benchmark runs.
 template <class T>
-std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu) {
+std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu, network net) {
+  if (net != network::mlp) throw rwd::error("rewind: the GPU stand-in holds the reference MLP only");
   return std::make_unique<standin<T>>(depth, o, mu);
 }
-template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double);
-template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double);
+template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double, network);
+template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double, network);
 
 }  // namespace rewind_cli::gpu
