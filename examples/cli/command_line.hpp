@@ -81,6 +81,8 @@ struct command_line {
     ta->add_option("--epochs", train.epochs, "epochs")->check(CLI::PositiveNumber);
     ta->add_option("--batch", train.batch, "batch size")->check(CLI::PositiveNumber);
     ta->add_option("--lr", train.lr, "Adam learning rate")->check(CLI::PositiveNumber);
+    ta->add_option("--lr-schedule", train.lr_schedule, "constant, or cosine (decayed along half a cosine to 0 at the last step)")
+        ->check(CLI::IsMember({"constant", "cosine"}));
     data_opt = ta->add_option("--data", train.data, "folder of the Fashion-MNIST IDX files (gzip or not)");
     ta->add_flag("--synthetic", train.synthetic, "train on the built-in synthetic 10-class problem");
     ta->add_option("--train-limit", train.train_limit, "use only the first N training samples (0: all)");

@@ -35,9 +35,8 @@ constexpr std::size_t hidden = 16;
 /// The model's options for the network measured: the MLP of width o.width, or the CNN on its
 /// 16 x 7 x 7 state (28 x 28 inputs squeezed twice).
 rwd::options options_of(const memory_options& o) {
-  rwd::options opt{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true};
-  if (o.net == "cnn") opt.shape = ref::cnn::state;
-  return opt;
+  const rwd::options opt{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true};
+  return o.net == "cnn" ? ref::cnn::options(opt) : opt;
 }
 /// Flops of one layer's forward pass for the whole batch: the MLP's two dense layers (4 W H B),
 /// or the CNN's two 3x3 convolutions (2 B positions 9 (c 32 + 32 c)). A backward pass is twice

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -68,6 +69,13 @@ struct gpu_trainer {
   void save(const std::string& path) const { engine->save(path); }
 };
 
+/// The learning rate of step t of T: --lr throughout, or with --lr-schedule cosine, --lr decayed
+/// along half a cosine to 0 at the last step.
+double learning_rate(const train_options& o, std::size_t t, std::size_t T) {
+  if (o.lr_schedule != "cosine") return o.lr;
+  return 0.5 * o.lr * (1 + std::cos(3.141592653589793 * static_cast<double>(t) / static_cast<double>(T)));
+}
+
 /// Where --save writes mode `name`'s weights: the file itself, or with --mode both the file with
 /// the mode before its extension (w.safetensors: w.stored.safetensors, w.reversible.safetensors).
 std::string save_path(const train_options& o, const std::string& name) {
@@ -81,9 +89,8 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
   // B is the global batch; this process trains on its shard [first, first + b)
   const std::size_t W = data.train.features, B = o.batch, b = B / static_cast<std::size_t>(current_job().ranks);
   const std::size_t first = b * static_cast<std::size_t>(current_job().rank);
-  rwd::options options{.width = W, .batch = b, .classes = ref::classes, .seed = o.seed};
-  if (o.net == "cnn") options.shape = ref::cnn::state;
-  Trainer trainer(o.depth, options, o.mu);
+  const rwd::options mlp{.width = W, .batch = b, .classes = ref::classes, .seed = o.seed};
+  Trainer trainer(o.depth, o.net == "cnn" ? ref::cnn::options(mlp) : mlp, o.mu);
   const std::size_t n = o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count;
   const std::size_t steps = n / B;
   if (steps == 0) throw rwd::error("rewind: fewer training samples than one batch");
@@ -106,7 +113,7 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
         labels[j] = data.train.labels[i];
       }
       loss += trainer.loss_and_gradient(batch, labels, mode);
-      trainer.apply(rwd::adam{.lr = o.lr});
+      trainer.apply(rwd::adam{.lr = learning_rate(o, (e - 1) * steps + s, o.epochs * steps)});
       bar.tick(s + 1);
     }
     const double seconds = bar.elapsed();
@@ -160,13 +167,14 @@ int run_train(const train_options& o) {
   const bool is_cnn = o.net == "cnn";
   const auto budget = is_cnn ? rwd::budget<float>(ref::cnn::momentum, rwd::env{}.set("mu", o.mu)) : rwd::budget<float>(ref::momentum, rwd::env{}.set("mu", o.mu));
   fmt::print("rewind train: {}\n  {}\n  {} train / {} test samples{}, depth {}, mu {} (float32 budget L* = {}), batch {}, "
-             "adam lr {}, {} epoch(s), seed {}\n  {}\n",
+             "adam lr {}{}, {} epoch(s), seed {}\n  {}\n",
              data.source,
              is_cnn ? "cnn: image squeezed twice to " + ref::cnn::state.text() + ", momentum blocks, f: " + ref::cnn::f.describe(ref::cnn::state) + ", linear head"
                  : "mlp: momentum blocks, f: " + ref::f.describe(ref::width) + ", linear head",
              o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count,
              o.test_limit ? std::min(o.test_limit, data.test.count) : data.test.count, o.train_limit ? " (limited)" : "",
              o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
+             o.lr_schedule == "cosine" ? " (cosine decay)" : "",
              o.epochs, o.seed,
              ranks == 1 ? std::string("1 process")
                         : fmt::format("{} ranks (MPI data parallelism): {} samples of each batch per rank, gradients all-reduced "
@@ -189,10 +197,10 @@ int run_train(const train_options& o) {
                100 * final_stored, 100 * final_rev, 100 * (final_rev - final_stored), ms_rev / ms_stored);
   if (o.json.empty()) return 0;
   std::string json = fmt::format(
-      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"optimizer\": \"adam\", "
+      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"lr_schedule\": \"{}\", \"optimizer\": \"adam\", "
       "\"seed\": {}, \"train_samples\": {}, \"ranks\": {}, \"device\": \"{}\"}},\n \"epochs\": [\n",
       o.net, std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
-      json_number(o.lr), o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
+      json_number(o.lr), o.lr_schedule, o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
   std::string csv = "mode,epoch,loss,train_acc,test_acc,seconds,step_ms,peak_bytes\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];

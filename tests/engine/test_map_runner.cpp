@@ -298,3 +298,25 @@ TEST_CASE("dropout: a fixed mask per key on every executor, its backward the tra
   CHECK(dropped(rwd::noise_key(1, 1), 0, 2) != y);
   CHECK(dropped(0, 0, 2) == std::vector<double>(2 * n, 1.0));
 }
+
+TEST_CASE("a convolution's weight is torch's (out, in, K, K) in files, held in the patch order (out, K, K, in)") {
+  using namespace rwd::literals;
+  constexpr auto b = rwd::block(test_blocks::v = 0.5_c * test_blocks::v + conv_relu_conv(test_blocks::x), test_blocks::x = test_blocks::x + test_blocks::v);
+  const rwd::parameter_layout<std::remove_cv_t<decltype(b)>> arena(rwd::tensor_shape{3, 5, 4}, 1, 2);
+  const auto tensors = arena.tensors();
+  const auto w = std::find_if(tensors.begin(), tensors.end(), [](const rwd::named_tensor& t) { return t.name == "layer0.c2.0.weight"; });
+  REQUIRE(w != tensors.end());
+  CHECK(w->shape == std::vector<std::uint64_t>{4, 3, 3, 3});
+  std::vector<std::size_t> visited;
+  rwd::detail::safetensors::for_each_element<float>(*w, [&](std::size_t k) { visited.push_back(k); });
+  REQUIRE(visited.size() == 4 * 3 * 9);
+  std::size_t i = 0;  // the file's order: out, in, ky, kx; the arena's: out, ky, kx, in
+  for (std::size_t o = 0; o < 4; ++o)
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t ky = 0; ky < 3; ++ky)
+        for (std::size_t kx = 0; kx < 3; ++kx) CHECK(visited[i++] == w->offset + o * 27 + (ky * 3 + kx) * 3 + c);
+  const auto head = std::find_if(tensors.begin(), tensors.end(), [](const rwd::named_tensor& t) { return t.name == "head.weight"; });
+  std::vector<std::size_t> h;
+  rwd::detail::safetensors::for_each_element<float>(*head, [&](std::size_t k) { h.push_back(k); });
+  CHECK(h[1] == head->offset + 2);  // (0, 1): the arena holds the head column-major, 2 classes
+}

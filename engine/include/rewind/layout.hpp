@@ -339,21 +339,26 @@ struct parameter_layout {
            " classes " + std::to_string(classes);
   }
 
+  /// Layer k of map M (named m) in layer l of the stack: tensor x of it, as a file names it.
+  static named_tensor name_of(std::size_t l, std::string_view m, std::size_t k, const layer_tensor& x, std::size_t at) {
+    const auto rank = static_cast<std::ptrdiff_t>(x.rank);
+    std::vector<std::uint64_t> strides(x.strides.begin(), x.strides.begin() + rank);
+    if (std::count(strides.begin(), strides.end(), 0) == rank) strides.clear();  // row-major
+    return {"layer" + std::to_string(l) + "." + std::string(m) + "." + std::to_string(k) + "." + std::string(x.name),
+            std::vector<std::uint64_t>(x.shape.begin(), x.shape.begin() + rank), at + x.offset, std::move(strides)};
+  }
   /// The arena as named tensors: layer l's map M's layer k as `layer{l}.{M}.{k}.{tensor}` (k
   /// counts every layer of the map, activations too, as torch.nn.Sequential numbers them), and
   /// the head as `head.weight` (classes, width) and `head.bias`.
   std::vector<named_tensor> tensors() const {
     std::vector<named_tensor> out;
     for_each_layer([&](std::size_t l, auto map, std::size_t k, auto layer, const layer_shape& shape, std::size_t at) {
-      if constexpr (requires { layer_rule<decltype(layer)>::tensors(shape); })
-        for (const layer_tensor& x : layer_rule<decltype(layer)>::tensors(shape))
-          out.push_back({"layer" + std::to_string(l) + "." + std::string(decltype(map)::type::name) + "." + std::to_string(k) + "." +
-                             std::string(x.name),
-                         std::vector<std::uint64_t>(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(x.rank)),
-                         at + x.offset, x.column_major});
+      if constexpr (requires { layer_rule<decltype(layer)>::tensors(shape); }) {
+        for (const layer_tensor& x : layer_rule<decltype(layer)>::tensors(shape)) out.push_back(name_of(l, decltype(map)::type::name, k, x, at));
+      }
     });
-    out.push_back({"head.weight", {classes, width}, head, true});
-    out.push_back({"head.bias", {classes}, head + classes * width, false});
+    out.push_back({"head.weight", {classes, width}, head, {1, classes}});  // held column-major
+    out.push_back({"head.bias", {classes}, head + classes * width, {}});
     return out;
   }
 

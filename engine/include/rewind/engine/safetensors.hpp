@@ -35,13 +35,14 @@ namespace rwd {
 static_assert(std::endian::native == std::endian::little, "rewind: safetensors files are little-endian, as this host must be");
 
 /// A tensor of a parameter arena under its file name: its shape as the file holds it (row-major),
-/// where it starts in the arena, and whether the arena holds it column-major (a matrix stored as
-/// its transpose: the dense layers' weights).
+/// where it starts in the arena, and how the arena lays it out: the arena stride of each of the
+/// file's dimensions (none: row-major as in the file). A dense layer's weight (out, in) is held
+/// column-major, strides (1, out); a convolution's (out, in, K, K) as (out, K, K, in).
 struct named_tensor {
   std::string name;
   std::vector<std::uint64_t> shape;
   std::size_t offset = 0;
-  bool column_major = false;
+  std::vector<std::uint64_t> strides{};
   std::size_t size() const {
     std::size_t n = 1;
     for (const auto d : shape) n *= static_cast<std::size_t>(d);
@@ -226,12 +227,20 @@ class parser {
 /// The arena's elements of tensor t in the file's order (row-major over its shape).
 template <class T, class Visit>
 void for_each_element(const named_tensor& t, const Visit& visit) {
-  if (t.column_major && t.shape.size() == 2) {
-    const auto rows = static_cast<std::size_t>(t.shape[0]), cols = static_cast<std::size_t>(t.shape[1]);
-    for (std::size_t i = 0; i < rows; ++i)
-      for (std::size_t j = 0; j < cols; ++j) visit(t.offset + j * rows + i);
-  } else {
-    for (std::size_t i = 0, n = t.size(); i < n; ++i) visit(t.offset + i);
+  const std::size_t n = t.size();
+  if (t.strides.empty()) {
+    for (std::size_t i = 0; i < n; ++i) visit(t.offset + i);
+    return;
+  }
+  std::vector<std::uint64_t> index(t.shape.size(), 0);  // the file's index, last dimension fastest
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t at = t.offset;
+    for (std::size_t d = 0; d < index.size(); ++d) at += static_cast<std::size_t>(index[d] * t.strides[d]);
+    visit(at);
+    for (std::size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < t.shape[d]) break;
+      index[d] = 0;
+    }
   }
 }
 

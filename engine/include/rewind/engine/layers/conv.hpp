@@ -1,9 +1,9 @@
 // rewind engine: the convolution y = W * u + b (K x K, stride 1, same padding), as one GEMM of
 // the weights with the input's patch matrix (im2col) each way. A 1x1 convolution's patch matrix
 // is its input itself (channels-last: c x positions), so it needs no workspace. The weights are
-// stored as torch.nn.Conv2d's (out, in, K, K), row-major, which is the patch order: W^T as a
-// column-major (in K K) x out matrix. Like a dense layer, it hands its bias to an activation
-// after it.
+// held in the patch order (out, K, K, in), row-major: W^T as a column-major (K K in) x out
+// matrix; files name and shape them as torch.nn.Conv2d does, (out, in, K, K). Like a dense
+// layer, it hands its bias to an activation after it.
 #pragma once
 
 #include <cmath>
@@ -25,9 +25,10 @@ struct layer_rule<conv_layer<N, K>> {
   static void initialise(T* params, const layer_shape& s, double scale, Glorot& glorot) {
     glorot(params, s.output.c * K, s.input.c * K, scale / std::sqrt(static_cast<double>(K)));
   }
-  /// torch.nn.Conv2d's names and shapes.
+  /// torch.nn.Conv2d's names and shapes; the weight (out, in, ky, kx) held as (out, ky, kx, in).
   static constexpr std::array<layer_tensor, 2> tensors(const layer_shape& s) {
-    return {{{"weight", {s.output.c, s.input.c, K, K}, 4, 0, false}, {"bias", {s.output.c}, 1, bias(s).offset, false}}};
+    const std::size_t in = s.input.c;
+    return {{{"weight", {s.output.c, in, K, K}, 4, 0, {K * K * in, 1, K * in, in}}, {"bias", {s.output.c}, 1, bias(s).offset, {}}}};
   }
   template <class T, class Exec>
   static void forward(const Exec& e, const layer_forward<T>& l) {

@@ -18,7 +18,7 @@ struct layer_rule<dense_layer<N>> {
   static constexpr layer_bias bias(const layer_shape& s) { return {s.out * s.in, s.out}; }
   /// torch.nn.Linear's names and shapes.
   static constexpr std::array<layer_tensor, 2> tensors(const layer_shape& s) {
-    return {{{"weight", {s.out, s.in}, 2, 0, true}, {"bias", {s.out, 0}, 1, s.out * s.in, false}}};
+    return {{{"weight", {s.out, s.in}, 2, 0, {1, s.out}}, {"bias", {s.out}, 1, s.out * s.in, {}}}};  // W held column-major
   }
   template <class T, class Exec>
   static void forward(const Exec& e, const layer_forward<T>& l) {

@@ -5,9 +5,10 @@
 // Layout (rwd::tensor_shape): a sample of shape c x h x w is one column of the batch, positions
 // in row-major order, the c channels of a position contiguous; n samples are a c x (h w n)
 // column-major matrix. A convolution's patch matrix ("columns") has one column per position of
-// every sample, c K K rows in the order (channel, ky, kx), which is the order of a weight
-// row of torch.nn.Conv2d, so W (out x c K K, stored as its transpose) times the patches is the
-// convolution of the whole batch in one GEMM.
+// every sample, K K c rows in the order (ky, kx, channel): each tap's c channels are a
+// contiguous copy of one input position. The weights are held in that order (out, ky, kx, in),
+// so W (out x K K c, stored as its transpose) times the patches is the convolution of the whole
+// batch in one GEMM.
 #pragma once
 
 #include <cmath>
@@ -29,7 +30,7 @@ struct patch_geometry {
   REWIND_HOST_DEVICE std::size_t rows() const { return c * k * k; }
 };
 
-/// Patch column `col` (a position of a sample) from the input x: rows (channel, ky, kx), zero
+/// Patch column `col` (a position of a sample) from the input x: rows (ky, kx, channel), zero
 /// outside the image.
 template <class T>
 struct im2col_op {
@@ -44,8 +45,13 @@ struct im2col_op {
       for (std::size_t kx = 0; kx < k; ++kx) {
         const long long yy = y + static_cast<long long>(ky) - r, xx = x0 + static_cast<long long>(kx) - r;
         const bool inside = yy >= 0 && xx >= 0 && yy < static_cast<long long>(g.h) && xx < static_cast<long long>(g.w);
-        const T* src = inside ? x + (base + static_cast<std::size_t>(yy) * g.w + static_cast<std::size_t>(xx)) * c : nullptr;
-        for (std::size_t ch = 0; ch < c; ++ch) out[(ch * k + ky) * k + kx] = inside ? src[ch] : T(0);
+        T* to = out + (ky * k + kx) * c;
+        if (!inside) {
+          for (std::size_t ch = 0; ch < c; ++ch) to[ch] = T(0);
+          continue;
+        }
+        const T* src = x + (base + static_cast<std::size_t>(yy) * g.w + static_cast<std::size_t>(xx)) * c;
+        for (std::size_t ch = 0; ch < c; ++ch) to[ch] = src[ch];
       }
   }
 };
@@ -67,11 +73,15 @@ struct col2im_op {
         // the patch centred at (y - ky + r, x - kx + r) reads this position through tap (ky, kx)
         const long long yy = y - static_cast<long long>(ky) + r, xx = x0 - static_cast<long long>(kx) + r;
         if (yy < 0 || xx < 0 || yy >= static_cast<long long>(g.h) || xx >= static_cast<long long>(g.w)) continue;
-        const T* src = dcols + (base + static_cast<std::size_t>(yy) * g.w + static_cast<std::size_t>(xx)) * rows + ky * k + kx;
-        for (std::size_t ch = 0; ch < c; ++ch) out[ch] += src[ch * k * k];
+        const T* src = dcols + (base + static_cast<std::size_t>(yy) * g.w + static_cast<std::size_t>(xx)) * rows + (ky * k + kx) * c;
+        for (std::size_t ch = 0; ch < c; ++ch) out[ch] += src[ch];
       }
   }
 };
+
+/// A group normalization's workspace per sample, in units of its channel count c: per channel
+/// its group's mean and 1/std, and four sums of the backward pass.
+inline constexpr std::size_t group_norm_workspace = 6;
 
 /// The geometry of a group normalization: c channels in `groups` groups, hw positions.
 struct group_geometry {
@@ -83,96 +93,105 @@ struct group_geometry {
 /// The epsilon added to a group's variance (torch.nn.GroupNorm's default).
 inline constexpr double group_norm_eps = 1e-5;
 
-/// Group i = (sample i / groups, group i % groups): its mean and 1/sqrt(variance + eps) into
-/// stats[2i], stats[2i + 1] (two passes: the variance of the centred values), and, where y is
-/// set, y = (x - mean) rstd gamma + beta over the group.
+/// Each group's sum of v over its cg channels (of c), times `scale`, written to every channel of it.
+template <class T>
+REWIND_HOST_DEVICE void spread_over_groups(T* v, T scale, std::size_t c, std::size_t cg) {
+  for (std::size_t first = 0; first < c; first += cg) {
+    T sum = 0;
+    for (std::size_t ch = first; ch < first + cg; ++ch) sum += v[ch];
+    for (std::size_t ch = first; ch < first + cg; ++ch) v[ch] = sum * scale;
+  }
+}
+
+/// Sample b's group statistics, per channel: ws[ch] = its group's mean, ws[c + ch] = its group's
+/// 1/sqrt(variance + eps) (ws: the sample's workspace); the variance is that of the centred
+/// values (two passes). Where y is set, also y = (x - mean) rstd gamma + beta. Every pass runs
+/// over the sample's positions with the c channels of a position contiguous.
 template <class T>
 struct group_norm_op {
   const T* x;
   T* y;
   const T* gamma;  // then beta, c further on
-  T* stats;
+  T* work;
   group_geometry g;
-  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
+  REWIND_HOST_DEVICE void operator()(std::size_t b) const {
     using std::sqrt;
-    const std::size_t b = i / g.groups, first = (i % g.groups) * g.per_group(), cg = g.per_group();
-    const T* xs = x + b * g.hw * g.c + first;
-    T sum = 0;
+    const std::size_t c = g.c, cg = g.per_group();
+    const T* xs = x + b * g.hw * c;
+    T* mean = work + b * group_norm_workspace * c;
+    T* rstd = mean + c;
+    for (std::size_t ch = 0; ch < c; ++ch) mean[ch] = T(0), rstd[ch] = T(0);
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < cg; ++ch) sum += xs[p * g.c + ch];
-    const T mean = sum / static_cast<T>(g.count());
-    T var = 0;
+      for (std::size_t ch = 0; ch < c; ++ch) mean[ch] += xs[p * c + ch];
+    spread_over_groups(mean, T(1) / static_cast<T>(g.count()), c, cg);  // the group's mean on each of its channels
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < cg; ++ch) {
-        const T d = xs[p * g.c + ch] - mean;
-        var += d * d;
+      for (std::size_t ch = 0; ch < c; ++ch) {
+        const T d = xs[p * c + ch] - mean[ch];
+        rstd[ch] += d * d;
       }
-    const T rstd = T(1) / sqrt(var / static_cast<T>(g.count()) + static_cast<T>(group_norm_eps));
-    if (stats) stats[2 * i] = mean, stats[2 * i + 1] = rstd;
+    spread_over_groups(rstd, T(1) / static_cast<T>(g.count()), c, cg);
+    for (std::size_t ch = 0; ch < c; ++ch) rstd[ch] = T(1) / sqrt(rstd[ch] + static_cast<T>(group_norm_eps));
     if (!y) return;
-    T* ys = y + b * g.hw * g.c + first;
+    T* ys = y + b * g.hw * c;
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < cg; ++ch)
-        ys[p * g.c + ch] = (xs[p * g.c + ch] - mean) * rstd * gamma[first + ch] + gamma[g.c + first + ch];
+      for (std::size_t ch = 0; ch < c; ++ch) ys[p * c + ch] = (xs[p * c + ch] - mean[ch]) * rstd[ch] * gamma[ch] + gamma[c + ch];
   }
 };
 
-/// Channel ch's parameter gradients over `batch` samples: dgamma += sum of gy xhat, dbeta += sum
-/// of gy (grads: dgamma then dbeta), from the stats group_norm_op left.
-template <class T>
-struct group_norm_parameter_gradient_op {
-  const T* x;
-  const T* gy;
-  const T* stats;
-  T* grads;
-  group_geometry g;
-  std::size_t batch;
-  REWIND_HOST_DEVICE void operator()(std::size_t ch) const {
-    const std::size_t group = ch / g.per_group();
-    T dgamma = 0, dbeta = 0;
-    for (std::size_t b = 0; b < batch; ++b) {
-      const T mean = stats[2 * (b * g.groups + group)], rstd = stats[2 * (b * g.groups + group) + 1];
-      const std::size_t at = b * g.hw * g.c + ch;
-      for (std::size_t p = 0; p < g.hw; ++p) {
-        const T d = gy[at + p * g.c];
-        dgamma += d * (x[at + p * g.c] - mean) * rstd;
-        dbeta += d;
-      }
-    }
-    grads[ch] += dgamma;
-    grads[g.c + ch] += dbeta;
-  }
-};
-
-/// Group i's input cotangent: dx = rstd (gy gamma - mean(gy gamma) - xhat mean(gy gamma xhat)).
-/// dx may be gy itself: each element is read before it is written.
+/// Sample b's input cotangent: dx = rstd (gy gamma - mean(gy gamma) - xhat mean(gy gamma xhat)),
+/// the means over each group, from the statistics group_norm_op left; on the way, the sample's
+/// parameter gradients per channel, sum of gy and of gy xhat, into its workspace (ws[2c + ch],
+/// ws[3c + ch]) for group_norm_parameter_gradient_op. dx may be gy itself: each element is read
+/// before it is written.
 template <class T>
 struct group_norm_backward_op {
   const T* x;
   const T* gy;
   const T* gamma;
-  const T* stats;
+  T* work;
   T* dx;
   group_geometry g;
-  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::size_t b = i / g.groups, first = (i % g.groups) * g.per_group(), cg = g.per_group(), at = b * g.hw * g.c + first;
-    const T mean = stats[2 * i], rstd = stats[2 * i + 1];
-    T s1 = 0, s2 = 0;
+  REWIND_HOST_DEVICE void operator()(std::size_t b) const {
+    const std::size_t c = g.c, cg = g.per_group(), at = b * g.hw * c;
+    T* ws = work + b * group_norm_workspace * c;
+    const T *mean = ws, *rstd = ws + c;
+    T *dbeta = ws + 2 * c, *dgamma = ws + 3 * c, *s1 = ws + 4 * c, *s2 = ws + 5 * c;
+    for (std::size_t ch = 0; ch < c; ++ch) dbeta[ch] = T(0), dgamma[ch] = T(0);
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < cg; ++ch) {
-        const std::size_t e = at + p * g.c + ch;
-        const T d = gy[e] * gamma[first + ch];
-        s1 += d;
-        s2 += d * (x[e] - mean) * rstd;
+      for (std::size_t ch = 0; ch < c; ++ch) {
+        const std::size_t e = at + p * c + ch;
+        dbeta[ch] += gy[e];
+        dgamma[ch] += gy[e] * (x[e] - mean[ch]) * rstd[ch];
       }
-    const T n = static_cast<T>(g.count());
-    s1 /= n;
-    s2 /= n;
+    for (std::size_t ch = 0; ch < c; ++ch) s1[ch] = dbeta[ch] * gamma[ch], s2[ch] = dgamma[ch] * gamma[ch];
+    spread_over_groups(s1, T(1) / static_cast<T>(g.count()), c, cg);
+    spread_over_groups(s2, T(1) / static_cast<T>(g.count()), c, cg);
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < cg; ++ch) {
-        const std::size_t e = at + p * g.c + ch;
-        dx[e] = rstd * (gy[e] * gamma[first + ch] - s1 - (x[e] - mean) * rstd * s2);
+      for (std::size_t ch = 0; ch < c; ++ch) {
+        const std::size_t e = at + p * c + ch;
+        const T xhat = (x[e] - mean[ch]) * rstd[ch];
+        dx[e] = rstd[ch] * (gy[e] * gamma[ch] - s1[ch] - xhat * s2[ch]);
       }
+  }
+};
+
+/// Channel ch's parameter gradients over `batch` samples, in sample order: dgamma += the sum of
+/// gy xhat, dbeta += the sum of gy (grads: dgamma then dbeta), from each sample's sums that
+/// group_norm_backward_op left.
+template <class T>
+struct group_norm_parameter_gradient_op {
+  const T* work;
+  T* grads;
+  std::size_t c, batch;
+  REWIND_HOST_DEVICE void operator()(std::size_t ch) const {
+    T dgamma = 0, dbeta = 0;
+    for (std::size_t b = 0; b < batch; ++b) {
+      const T* ws = work + b * group_norm_workspace * c;
+      dbeta += ws[2 * c + ch];
+      dgamma += ws[3 * c + ch];
+    }
+    grads[ch] += dgamma;
+    grads[c + ch] += dbeta;
   }
 };
 

@@ -63,14 +63,14 @@ struct layer_buffers {
 };
 
 /// A tensor of a layer's parameters as files name it (torch's names and shapes: a dense
-/// `weight` of shape (out, in) held column-major, as its transpose; a convolution's of shape
-/// (out, in, K, K) row-major; `bias` of shape (out)); offset from the layer's first parameter,
-/// rank 1 to 4 (column_major only for rank 2).
+/// `weight` of shape (out, in), a convolution's (out, in, K, K), `bias` of shape (out)), with its
+/// offset from the layer's first parameter, rank 1 to 4, and the arena stride of each of its
+/// dimensions where the layer does not hold it row-major (all 0: row-major, as in the file).
 struct layer_tensor {
   std::string_view name;
   std::array<std::size_t, 4> shape{};
   std::size_t rank = 1, offset = 0;
-  bool column_major = false;
+  std::array<std::size_t, 4> strides{};
 };
 
 /// The rules of a layer kind: its buffers (a layer_buffers), forward(exec, layer_forward),
