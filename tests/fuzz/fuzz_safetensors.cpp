@@ -16,7 +16,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = "/tmp/rewind_fuzz_safetensors_" + std::to_string(::getpid());
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  const std::vector<rwd::named_tensor> tensors{{"a.weight", {2, 3}, 0, true}, {"a.bias", {2}, 6, false}, {"head", {4}, 8, false}};
+  const std::vector<rwd::named_tensor> tensors{{"a.weight", {2, 3}, 0, {1, 2}}, {"a.bias", {2}, 6, {}}, {"head", {4}, 8, {}}};
   try {
     const auto values = rwd::read_safetensors<float>(path, tensors, 12, {{"rewind.block", "abc"}});
     if (values.size() != 12) __builtin_trap();
