@@ -121,6 +121,20 @@ row measure_gpu(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   return r;
 }
 
+/// Seconds per call of f: after a warm-up call, the median of 7 rounds of `reps` calls.
+template <class F>
+double median_seconds(const F& f, int reps) {
+  f();
+  std::vector<double> times;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) f();
+    times.push_back(since(t0) / reps);
+  }
+  std::sort(times.begin(), times.end());
+  return times[3];
+}
+
 /// Eigen's rate on the six GEMMs of one layer (two forward, four backward), same shapes (the
 /// CNN's: its convolutions' weights against their patch matrices).
 double gemm_gflops(const memory_options& o) {
@@ -138,15 +152,7 @@ double gemm_gflops(const memory_options& o) {
       dW1.noalias() = X1 * Y1.transpose();
       dX1.noalias() = W1 * Y1;
     };
-    once();
-    std::vector<double> times;
-    for (int r = 0; r < 7; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < 5; ++i) once();
-      times.push_back(since(t0) / 5);
-    }
-    std::sort(times.begin(), times.end());
-    return 3 * layer_flops(o) / times[3] / 1e9;
+    return 3 * layer_flops(o) / median_seconds(once, 5) / 1e9;
   }
   const auto W = static_cast<Eigen::Index>(o.width), B = static_cast<Eigen::Index>(o.batch), H = Eigen::Index{hidden};
   M W1 = M::Random(H, W), W2 = M::Random(W, H), X = M::Random(W, B);
@@ -159,15 +165,7 @@ double gemm_gflops(const memory_options& o) {
     dW1.noalias() = dH * X.transpose();
     dX.noalias() = W1.transpose() * dH;
   };
-  once();
-  std::vector<double> times;
-  for (int r = 0; r < 7; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 20; ++i) once();
-    times.push_back(since(t0) / 20);
-  }
-  std::sort(times.begin(), times.end());
-  return 12.0 * o.width * hidden * static_cast<double>(o.batch) / times[3] / 1e9;
+  return 3 * layer_flops(o) / median_seconds(once, 20) / 1e9;
 }
 
 /// A process that spins on one core until it is killed: the busy machine of --contend. Forked
