@@ -141,6 +141,12 @@ gradient_agreement agreement(std::string name, std::span<const T> reference, std
   return g;
 }
 
+/// A range of a parameter arena that one part of a backward pass makes final (a layer of a
+/// stack, a stage's stem, the head).
+struct gradient_part {
+  std::size_t offset = 0, count = 0;
+};
+
 /// Told, during a backward pass, each time a suffix of the gradient arena is final: gradients()
 /// from the offset it is given to the end hold their final values. The head comes first (it sits
 /// at the end of the arena), then every layer from the top down. Data parallelism all-reduces

@@ -44,6 +44,7 @@
 #include "maps.hpp"
 #include "memory.hpp"
 #include "optim.hpp"
+#include "chunked_step.hpp"
 #include "threads.hpp"
 
 namespace rwd::cpu {
@@ -349,86 +350,24 @@ class model {
     failed.rethrow();
   }
 
-  /// One training step over the chunks: forward_chunk(lane) through every layer; after_forward()
-  /// once; the head; then per layer from the top, backward_chunk(l, lane) and the chunks' slabs
-  /// added in chunk order into the gradients, and `ready` told. Returns the mean loss. Every
-  /// buffer is taken before the threads start; gradients are written only after the forward pass
-  /// succeeded, so a forward pass that throws leaves them as they were.
+  /// One training step over the chunks (chunked_step.hpp): forward_chunk(lane) through every
+  /// layer; after_forward() once; the head; then per layer from the top, backward_chunk(l, lane).
+  /// Returns the mean loss.
   template <class Forward, class AfterForward, class Backward>
   T run_step(states& st, std::span<const int> labels, mode m, const gradient_listener& ready, const Forward& forward_chunk,
              const AfterForward& after_forward, const Backward& backward_chunk) {
-    const std::size_t cols = chunk_columns(), nc = chunks(), per_thread = work_per_sample(m) * cols, slab = slab_size();
-    const int most = team_size(), team = team_.next(most);  // workspaces for the whole team, whichever runs
-    buffer<T> work(tracker_, static_cast<std::size_t>(most) * per_thread), slabs(tracker_, nc * slab);
-    const detail::one_gemm_thread alone(team < most);
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<double> losses(o_.batch, 0.0);  // per sample, added in sample order
+    const detail::chunking k{o_.batch, chunk_columns(), work_per_sample(m) * chunk_columns(), slab_size(), team_size()};
+    std::vector<gradient_part> layers(depth_);
+    for (std::size_t p = 0; p < depth_; ++p) layers[p] = {(depth_ - 1 - p) * arena_.per_layer, arena_.per_layer};
     const engine_type eng = engine();
-    detail::first_error failed(nc);
-    double loss = 0;
-    detail::team_barrier barrier;
-    std::array<std::atomic<std::size_t>, 2> tickets{};  // the next chunk of a sweep, alternating
-    // Inside the team: chunks are handed out by a counter and the threads meet at a barrier that
-    // sleeps after a short spin (threads.hpp). Every thread goes through every sweep and barrier;
-    // after an error the work inside them is skipped (first_error), never the meeting points.
-#pragma omp parallel num_threads(team) if (team > 1)
-    {
-      const auto t = static_cast<std::size_t>(detail::thread_number()), threads = static_cast<std::size_t>(detail::team_threads());
-      barrier.join(static_cast<int>(threads));
-      std::size_t sweeps = 0;
-      const auto sweep = [&](std::size_t phase, const auto& body) {  // each chunk once, as threads come free
-        auto& next = tickets[sweeps % 2];
-        for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < nc;)
-          failed.guard(phase, c, [&] {
-            lane ln = chunk_lane(st, c, work.data(), per_thread, slabs.data() + c * slab);
-            body(ln);
-          });
-        if (t == 0) tickets[(sweeps + 1) % 2].store(0, std::memory_order_relaxed);  // the previous sweep's: nobody draws from it now
-        ++sweeps;
-        barrier.arrive_and_wait();
-      };
-      const auto sum_slabs = [&](bool go, std::size_t offset, std::size_t count) {  // in chunk order, whatever the threads
-        const std::size_t share = (count + threads - 1) / threads;
-        for (std::size_t i = t * share; go && i < std::min(count, (t + 1) * share); ++i) {
-          T sum = slabs[i];
-          for (std::size_t c = 1; c < nc; ++c) sum += slabs[c * slab + i];
-          grads_[offset + i] = sum;
-        }
-        barrier.arrive_and_wait();
-      };
-      const auto tell = [&](std::size_t phase, std::size_t first_final) {  // one thread; the others go on
-        if (t == 0 && ready) failed.guard(phase, 0, [&] { ready(first_final); });
-      };
-      sweep(0, forward_chunk);
-      if (t == 0) failed.guard(1, 0, after_forward);  // before the head's sweep ends: it reads no ledger
-      sweep(2, [&](lane& ln) {
-        std::fill_n(ln.grads, slab, T(0));
-        eng.head(ln, labels.data(), losses.data());
-      });
-      const double sum = std::accumulate(losses.begin(), losses.end(), 0.0);  // every thread alike
-      if (t == 0) {
-        loss = sum;
-        failed.guard(3, 0, [&] {
-          if (!std::isfinite(sum)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
-        });
-      }
-      sum_slabs(std::isfinite(sum) && failed.ok(4), arena_.head, o_.classes * o_.width + o_.classes);
-      tell(5, arena_.head);
-      for (std::size_t l = depth_; l-- > 0;) {
-        const std::size_t phase = 6 + 3 * (depth_ - 1 - l);
-        sweep(phase, [&](lane& ln) {
-          std::fill_n(ln.grads, arena_.per_layer, T(0));
-          backward_chunk(l, ln);
-        });
-        sum_slabs(failed.ok(phase + 1), l * arena_.per_layer, arena_.per_layer);
-        tell(phase + 2, l * arena_.per_layer);
-      }
-    }
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    team_.ran(team);
-    team_.judge(team, most, barrier.slept() / std::max(1e-9, wall * team));
-    failed.rethrow();
-    return static_cast<T>(loss / static_cast<double>(o_.batch));
+    const auto lane_at = [&](std::size_t c, T* work, T* slab) {
+      const std::size_t first = c * chunk_columns();
+      return lane_of(st, first, std::min(chunk_columns(), o_.batch - first), work, slab);
+    };
+    return static_cast<T>(detail::chunked_step<T>(
+        tracker_, team_, k, std::span<T>(grads_), ready, lane_at, forward_chunk, after_forward,
+        {arena_.head, o_.classes * o_.width + o_.classes}, [&](lane& ln, double* losses) { eng.head(ln, labels.data(), losses); }, layers,
+        [&](std::size_t p, lane& ln) { backward_chunk(depth_ - 1 - p, ln); }));
   }
 
   /// The algorithm of a step (rewind/engine/step.hpp) over this model's parameters, on the CPU.

@@ -1,0 +1,120 @@
+// rewind cpu: one training step over chunks of the batch on a team of threads, for any network
+// whose backward pass is a sequence of parts (a layer of a stack, a stage's stem, the head), each
+// writing its own range of the gradient arena.
+//
+// The forward pass runs every chunk through the whole network; the head runs per chunk and its
+// per-sample losses are added in sample order; then per part from the top, every chunk's backward
+// pass writes its own gradient slab and the slabs are added in chunk order into the gradients,
+// `ready` told as each part becomes final. Threads take chunks from a counter and meet at a
+// barrier that sleeps after a short spin (threads.hpp), twice per part. The result is the same bit
+// for bit on any number of threads. Every buffer is taken before the threads start; gradients are
+// written only after the forward pass succeeded.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include <rewind/engine.hpp>
+
+#include "memory.hpp"
+#include "threads.hpp"
+
+namespace rwd::cpu::detail {
+
+/// The sizes of a chunked step: the batch in chunks of `columns` samples, a workspace of
+/// `per_thread` scalars per thread, a gradient slab of `slab` scalars per chunk.
+struct chunking {
+  std::size_t batch = 0, columns = 0, per_thread = 0, slab = 0;
+  int most = 1;  // the team's largest size (workspaces are taken for all of it)
+  std::size_t chunks() const { return (batch + columns - 1) / columns; }
+};
+
+/// One step (see the top of this file). lane_of(c, work, slab) makes chunk c's lane with its
+/// thread's workspace and its slab; forward(lane), after_forward(), head(lane, losses) (each
+/// sample's loss into losses[sample], the head's gradient into the slab; the head is part
+/// `head_part`), backward(p, lane) for part p of `parts` (from the top, below the head). Returns
+/// the mean loss.
+template <class T, class LaneOf, class Forward, class AfterForward, class Head, class Backward>
+double chunked_step(memory_tracker& tracker, team_choice& team_state, const chunking& k, std::span<T> grads, const gradient_listener& ready,
+                    const LaneOf& lane_of, const Forward& forward, const AfterForward& after_forward, gradient_part head_part,
+                    const Head& head, std::span<const gradient_part> parts, const Backward& backward) {
+  const std::size_t nc = k.chunks(), slab = k.slab;
+  const int team = team_state.next(k.most);
+  buffer<T> work(tracker, static_cast<std::size_t>(k.most) * k.per_thread), slabs(tracker, nc * slab);
+  const one_gemm_thread alone(team < k.most);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<double> losses(k.batch, 0.0);  // per sample, added in sample order
+  first_error failed(nc);
+  double loss = 0;
+  team_barrier barrier;
+  std::array<std::atomic<std::size_t>, 2> tickets{};  // the next chunk of a sweep, alternating
+  // Every thread goes through every sweep and barrier; after an error the work inside them is
+  // skipped (first_error), never the meeting points.
+#pragma omp parallel num_threads(team) if (team > 1)
+  {
+    const auto t = static_cast<std::size_t>(thread_number()), threads = static_cast<std::size_t>(team_threads());
+    barrier.join(static_cast<int>(threads));
+    std::size_t sweeps = 0;
+    const auto sweep = [&](std::size_t phase, const auto& body) {  // each chunk once, as threads come free
+      auto& next = tickets[sweeps % 2];
+      for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < nc;)
+        failed.guard(phase, c, [&] {
+          auto ln = lane_of(c, work.data() + t * k.per_thread, slabs.data() + c * slab);
+          body(ln);
+        });
+      if (t == 0) tickets[(sweeps + 1) % 2].store(0, std::memory_order_relaxed);  // the previous sweep's: nobody draws from it now
+      ++sweeps;
+      barrier.arrive_and_wait();
+    };
+    const auto sum_slabs = [&](bool go, gradient_part part) {  // in chunk order, whatever the threads
+      const std::size_t share = (part.count + threads - 1) / threads;
+      for (std::size_t i = t * share; go && i < std::min(part.count, (t + 1) * share); ++i) {
+        T sum = slabs[i];
+        for (std::size_t c = 1; c < nc; ++c) sum += slabs[c * slab + i];
+        grads[part.offset + i] = sum;
+      }
+      barrier.arrive_and_wait();
+    };
+    const auto tell = [&](std::size_t phase, std::size_t first_final) {  // one thread; the others go on
+      if (t == 0 && ready) failed.guard(phase, 0, [&] { ready(first_final); });
+    };
+    sweep(0, forward);
+    if (t == 0) failed.guard(1, 0, after_forward);  // before the head's sweep ends: it reads no ledger
+    sweep(2, [&](auto& ln) {
+      std::fill_n(ln.grads, head_part.count, T(0));
+      head(ln, losses.data());
+    });
+    const double sum = std::accumulate(losses.begin(), losses.end(), 0.0);  // every thread alike
+    if (t == 0) {
+      loss = sum;
+      failed.guard(3, 0, [&] {
+        if (!std::isfinite(sum)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
+      });
+    }
+    sum_slabs(std::isfinite(sum) && failed.ok(4), head_part);
+    tell(5, head_part.offset);
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      const std::size_t phase = 6 + 3 * p;
+      sweep(phase, [&](auto& ln) {
+        std::fill_n(ln.grads, parts[p].count, T(0));
+        backward(p, ln);
+      });
+      sum_slabs(failed.ok(phase + 1), parts[p]);
+      tell(phase + 2, parts[p].offset);
+    }
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  team_state.ran(team);
+  team_state.judge(team, k.most, barrier.slept() / std::max(1e-9, wall * team));
+  failed.rethrow();
+  return loss / static_cast<double>(k.batch);
+}
+
+}  // namespace rwd::cpu::detail
