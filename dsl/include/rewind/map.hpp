@@ -301,6 +301,18 @@ constexpr auto map(Layers...) {
   return learned_map<name_of<Name>, undeclared_slope, undeclared_range, Layers...>{};
 }
 
+/// A map that starts a staged network (rwd::staged_layout): it reads the network's input, which
+/// is kept (it is not inverted), so its output may have any shape: the first stage's state.
+/// Layers as in rwd::map; conv_same<K> keeps the input's channels.
+template <fixed_string Name, class... Layers>
+constexpr auto stem(Layers...) {
+  static_assert(sizeof...(Layers) > 0, REWIND_E012);
+  static_assert((map_layer<Layers> && ...),
+                "rewind: the layers of a map are dense<N>, dense_same, conv<N, K>, conv_same<K>, "
+                "group_norm<G>, layer_norm, or activations such as rwd::tanh");
+  return learned_map<name_of<Name>, undeclared_slope, undeclared_range, Layers...>{};
+}
+
 namespace detail {
 template <class T> inline constexpr bool is_map = std::is_base_of_v<map_tag, T>;
 }  // namespace detail

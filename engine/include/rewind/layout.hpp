@@ -75,19 +75,25 @@ struct map_layout {
     });
     return n;
   }
-  /// Why the map cannot run on a state of this shape ("" when it can): a layer that refuses its
-  /// input, or an output whose shape is not the state's.
-  static std::string refusal(tensor_shape state) {
-    const auto shape = M::shape(state);
+  /// Why the map's layers cannot take an input of this shape ("" when they can), the layer and
+  /// its reason.
+  static std::string layer_refusal(tensor_shape input) {
+    const auto shape = M::shape(input);
     std::string why;
     std::size_t k = 0;
     hana::for_each(M::layers(), [&](auto l) {
       if constexpr (requires { layer_rule<decltype(l)>::accepts(shape[k].input); })
         if (why.empty() && !layer_rule<decltype(l)>::accepts(shape[k].input))
-          why = "its layer " + std::to_string(k) + " (" + layer_kind<decltype(l)>::describe(state) + ") cannot take a " +
+          why = "its layer " + std::to_string(k) + " (" + layer_kind<decltype(l)>::describe(input) + ") cannot take a " +
                 shape[k].input.text() + " input";
       ++k;
     });
+    return why;
+  }
+  /// Why the map cannot run on a state of this shape ("" when it can): a layer that refuses its
+  /// input, or an output whose shape is not the state's.
+  static std::string refusal(tensor_shape state) {
+    std::string why = layer_refusal(state);
     if (why.empty() && !(M::output_shape(state) == state))
       why = "its output is " + M::output_shape(state).text() + ", not the state's " + state.text();
     return why.empty() ? why : "rewind: map " + std::string(M::name) + " (" + M::describe(state) + ") on a " + state.text() + " state: " + why;
@@ -265,6 +271,64 @@ std::size_t state_index_of(std::string_view name) {
   return found;
 }
 
+namespace detail {
+/// f(k, layer, shape, at) for layer k of map M on a state of shape `state`, `at` its first
+/// parameter when the map's start at `base`.
+template <class M, class F>
+void for_each_map_layer(tensor_shape state, std::size_t base, const F& f) {
+  const auto shape = M::shape(state);
+  const auto at = map_layout<M>::offsets(state);
+  std::size_t k = 0;
+  hana::for_each(M::layers(), [&](auto layer) {
+    f(k, layer, shape[k], base + at[k]);
+    ++k;
+  });
+}
+
+/// Glorot-uniform draws in order from one generator: rows x cols values in
+/// [-a, a], a = scale sqrt(6 / (rows + cols)).
+struct glorot_draws {
+  std::mt19937_64 rng;
+  template <class T>
+  void operator()(T* w, std::size_t rows, std::size_t cols, double scale) {
+    const double a = scale * std::sqrt(6.0 / static_cast<double>(rows + cols));
+    for (std::size_t i = 0; i < rows * cols; ++i) w[i] = static_cast<T>((static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2 - 1) * a);
+  }
+};
+
+/// Map M's starting values from `base` (layer_rule<K>::initialise: Glorot-uniform weights, zero
+/// biases), its last layer with parameters scaled by output_scale.
+template <class M, class T>
+void initialise_map(std::span<T> params, tensor_shape state, std::size_t base, double output_scale, glorot_draws& draws) {
+  const auto shapes = M::shape(state);
+  std::size_t last_learned = 0;
+  for (std::size_t j = 0; j < shapes.size(); ++j) last_learned = shapes[j].parameters ? j : last_learned;
+  for_each_map_layer<M>(state, base, [&](std::size_t k, auto layer, const layer_shape& shape, std::size_t at) {
+    if constexpr (requires(T* p, const layer_shape& s) { layer_rule<decltype(layer)>::initialise(p, s, 1.0, draws); })
+      layer_rule<decltype(layer)>::initialise(&params[at], shape, k == last_learned ? output_scale : 1.0, draws);
+  });
+}
+
+/// Tensor x of a layer whose parameters start at `at`, named `name`.
+inline named_tensor named(std::string name, const layer_tensor& x, std::size_t at) {
+  const auto rank = static_cast<std::ptrdiff_t>(x.rank);
+  std::vector<std::uint64_t> strides(x.strides.begin(), x.strides.begin() + rank);
+  if (std::count(strides.begin(), strides.end(), 0) == rank) strides.clear();  // row-major
+  return {std::move(name), std::vector<std::uint64_t>(x.shape.begin(), x.shape.begin() + rank), at + x.offset, std::move(strides)};
+}
+
+/// Map M's tensors from `base` as `{prefix}{k}.{tensor}`, k counting every layer of the map
+/// (activations too, as torch.nn.Sequential numbers its modules).
+template <class M>
+void map_tensors(std::vector<named_tensor>& out, const std::string& prefix, tensor_shape state, std::size_t base) {
+  for_each_map_layer<M>(state, base, [&](std::size_t k, auto layer, const layer_shape& shape, std::size_t at) {
+    if constexpr (requires { layer_rule<decltype(layer)>::tensors(shape); })
+      for (const layer_tensor& x : layer_rule<decltype(layer)>::tensors(shape))
+        out.push_back(named(prefix + std::to_string(k) + "." + std::string(x.name), x, at));
+  });
+}
+}  // namespace detail
+
 /// Where the parameters of a block stacked `depth` times, with a linear head, sit in one flat
 /// arena: layer l's map M at l * per_layer + map_offset[M], each dense layer as its weights
 /// (out x in, column-major) then its biases; the head (classes x width, then classes biases)
@@ -315,23 +379,6 @@ struct parameter_layout {
     h.block_fingerprint = fnv1a(text.data(), text.size());
     return h;
   }
-  /// f(l, hana::type_c<M>, k, layer, shape, at) for layer k of map M in layer l of the stack, in
-  /// arena order, `at` its first parameter in the arena.
-  template <class F>
-  void for_each_layer(const F& f) const {
-    for (std::size_t l = 0; l < depth; ++l)
-      hana::for_each(Maps{}, [&](auto t) {
-        using M = typename decltype(t)::type;
-        const auto shape = M::shape(state);
-        const auto at = map_layout<M>::offsets(state);
-        std::size_t k = 0;
-        hana::for_each(M::layers(), [&](auto layer) {
-          f(l, t, k, layer, shape[k], offset<M>(l) + at[k]);
-          ++k;
-        });
-      });
-  }
-
   /// The fingerprint with the shapes, as a safetensors file's metadata states it.
   std::string fingerprint_text() const {
     const auto h = file_header();
@@ -339,24 +386,17 @@ struct parameter_layout {
            " classes " + std::to_string(classes);
   }
 
-  /// Layer k of map M (named m) in layer l of the stack: tensor x of it, as a file names it.
-  static named_tensor name_of(std::size_t l, std::string_view m, std::size_t k, const layer_tensor& x, std::size_t at) {
-    const auto rank = static_cast<std::ptrdiff_t>(x.rank);
-    std::vector<std::uint64_t> strides(x.strides.begin(), x.strides.begin() + rank);
-    if (std::count(strides.begin(), strides.end(), 0) == rank) strides.clear();  // row-major
-    return {"layer" + std::to_string(l) + "." + std::string(m) + "." + std::to_string(k) + "." + std::string(x.name),
-            std::vector<std::uint64_t>(x.shape.begin(), x.shape.begin() + rank), at + x.offset, std::move(strides)};
-  }
-  /// The arena as named tensors: layer l's map M's layer k as `layer{l}.{M}.{k}.{tensor}` (k
-  /// counts every layer of the map, activations too, as torch.nn.Sequential numbers them), and
-  /// the head as `head.weight` (classes, width) and `head.bias`.
+  /// The arena as named tensors: layer l's map M's layer k as `layer{l}.{M}.{k}.{tensor}`
+  /// (detail::map_tensors), and the head (when there are classes) as `head.weight` (classes,
+  /// width) and `head.bias`.
   std::vector<named_tensor> tensors() const {
     std::vector<named_tensor> out;
-    for_each_layer([&](std::size_t l, auto map, std::size_t k, auto layer, const layer_shape& shape, std::size_t at) {
-      if constexpr (requires { layer_rule<decltype(layer)>::tensors(shape); }) {
-        for (const layer_tensor& x : layer_rule<decltype(layer)>::tensors(shape)) out.push_back(name_of(l, decltype(map)::type::name, k, x, at));
-      }
-    });
+    for (std::size_t l = 0; l < depth; ++l)
+      hana::for_each(Maps{}, [&](auto t) {
+        using M = typename decltype(t)::type;
+        detail::map_tensors<M>(out, "layer" + std::to_string(l) + "." + std::string(M::name) + ".", state, offset<M>(l));
+      });
+    if (classes == 0) return out;
     out.push_back({"head.weight", {classes, width}, head, {1, classes}});  // held column-major
     out.push_back({"head.bias", {classes}, head + classes * width, {}});
     return out;
@@ -387,22 +427,14 @@ struct parameter_layout {
   /// std::mt19937_64(seed) in arena order: the same on every machine and backend.
   template <class T>
   void initialise(std::span<T> params, std::uint64_t seed, double output_scale) const {
-    std::mt19937_64 rng(seed);
-    auto fill = [&](T* w, std::size_t rows, std::size_t cols, double scale) {
-      const double a = scale * std::sqrt(6.0 / static_cast<double>(rows + cols));
-      for (std::size_t i = 0; i < rows * cols; ++i)
-        w[i] = static_cast<T>((static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2 - 1) * a);
-    };
+    detail::glorot_draws draws{std::mt19937_64(seed)};
     std::fill(params.begin(), params.end(), T(0));
-    for_each_layer([&](std::size_t, auto map, std::size_t k, auto layer, const layer_shape& shape, std::size_t at) {
-      if constexpr (requires(T* p, const layer_shape& s) { layer_rule<decltype(layer)>::initialise(p, s, 1.0, fill); }) {
-        const auto shapes = decltype(map)::type::shape(state);
-        std::size_t last_learned = 0;
-        for (std::size_t j = 0; j < shapes.size(); ++j) last_learned = shapes[j].parameters ? j : last_learned;
-        layer_rule<decltype(layer)>::initialise(&params[at], shape, k == last_learned ? output_scale : 1.0, fill);
-      }
-    });
-    fill(&params[head], classes, width, 1.0);
+    for (std::size_t l = 0; l < depth; ++l)
+      hana::for_each(Maps{}, [&](auto t) {
+        using M = typename decltype(t)::type;
+        detail::initialise_map<M>(params, state, offset<M>(l), output_scale, draws);
+      });
+    if (classes) draws(&params[head], classes, width, 1.0);
   }
 };
 
