@@ -5,5 +5,6 @@
 #include "cpu/exact.hpp"
 #include "cpu/memory.hpp"
 #include "cpu/model.hpp"
+#include "cpu/staged_model.hpp"
 #include "cpu/optim.hpp"
 #include "cpu/threads.hpp"

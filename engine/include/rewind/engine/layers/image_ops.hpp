@@ -223,6 +223,29 @@ struct squeeze_op {
   }
 };
 
+/// Global average pooling of a batch of c x h x w samples, per index j c + ch of the pooled
+/// c x batch matrix: pooled[j c + ch] = the mean of sample j's channel ch over its positions.
+/// With `forward` false, its adjoint per index i of the batch: x[i] = pooled[j c + ch] / (h w)
+/// for sample j's channel ch at any position.
+template <class T>
+struct pool_op {
+  T* x;       // c x h x w per sample
+  T* pooled;  // c per sample
+  tensor_shape s;
+  bool forward = true;
+  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::size_t n = s.size(), positions = s.h * s.w;
+    if (forward) {
+      const T* from = x + i / s.c * n + i % s.c;
+      T sum = 0;
+      for (std::size_t p = 0; p < positions; ++p) sum += from[p * s.c];
+      pooled[i] = sum / static_cast<T>(positions);
+    } else {
+      x[i] = pooled[i / n * s.c + i % s.c] / static_cast<T>(positions);
+    }
+  }
+};
+
 /// A batch of `batch` samples of shape s squeezed (on the host): the 4c x h/2 x w/2 samples.
 /// Refuses an odd height or width, or a batch of the wrong size.
 template <class T>

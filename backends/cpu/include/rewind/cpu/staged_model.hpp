@@ -1,0 +1,221 @@
+// rewind cpu: a staged network on the CPU (rewind/engine/staged.hpp): a stem map on the kept
+// input, stages of a block stacked on the stages' shapes with a squeeze between them, a pooled
+// linear head; the gradient in stored, reversible or checkpointed mode through the Eigen executor,
+// on a team of threads over chunks of the batch (chunked_step.hpp), the same bit for bit on any
+// number of threads.
+//
+// Memory: every buffer of a step comes from the model's tracker, sized by closed forms (plan()):
+// the state and cotangents, the tape (stored: every layer's; reversible and checkpointed: each
+// later stage's starting state, and checkpointed its segments' states), one workspace per thread
+// and one gradient slab per chunk. The input batch is the caller's and is read again by the
+// stem's backward pass: nothing is copied of it.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rewind/engine.hpp>
+#include <rewind/engine/staged.hpp>
+#include <rewind/rewind.hpp>
+
+#include "chunked_step.hpp"
+#include "executor.hpp"
+#include "memory.hpp"
+#include "optim.hpp"
+#include "threads.hpp"
+
+namespace rwd::cpu {
+
+template <class T, class Stem, class Block>
+class staged_model {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
+  static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::staged_model takes a block made by rwd::block(...)");
+  using State = std::remove_const_t<decltype(Block::state())>;
+  static constexpr std::size_t ns = Block::state_size;
+  using step_type = staged_step<T, Stem, Block, executor<T>>;
+  using lane = typename step_type::lane_type;
+
+ public:
+  using scalar = T;
+  using block_type = Block;
+  using layout_type = staged_layout<Stem, Block>;
+
+  /// A network of stem `Stem` on inputs of shape net.input, then net.depths[s] blocks per stage
+  /// (a squeeze before each stage after the first), then the pooled head. From the options: batch,
+  /// classes, seed, input and output variables, output_init_scale, checkpoint_every, lossy, grain
+  /// (width and shape, when set, must be the input's).
+  staged_model(Stem, Block, const stages& net, const options& o, const env& bindings = {})
+      : o_(o), bindings_(bindings), layout_(net, o.classes) {
+    if (o_.batch == 0 || o_.classes == 0) throw error("rewind: a model needs batch and classes of at least 1");
+    if ((o_.width != 0 && o_.width != net.input.size()) || (o_.shape.c != 0 && !(o_.shape == net.input)))
+      throw error("rewind: options.width/shape (" + std::to_string(o_.width) + ", " + o_.shape.text() + ") are not the network's input " +
+                  net.input.text());
+    o_.width = net.input.size();
+    o_.shape = net.input;
+    input_ = state_index_of<State>(o.input);
+    output_ = state_index_of<State>(o.output);
+    rwd::detail::check_runtime_coefficients<Block>(bindings);
+    budget_ = rwd::budget<T>(Block{}, bindings);
+    segment_ = checkpoint_segment(o.checkpoint_every, budget_, *std::max_element(net.depths.begin(), net.depths.end()));
+    params_.assign(layout_.total, T(0));
+    grads_.assign(params_.size(), T(0));
+    scalars_ = step_type::engine_type::scalars(bindings);
+    initialise(o.seed);
+  }
+
+  std::span<T> parameters() { return params_; }
+  std::span<const T> parameters() const { return params_; }
+  std::span<T> gradients() { return grads_; }
+  std::span<const T> gradients() const { return grads_; }
+  const options& config() const { return o_; }
+  const layout_type& layout() const { return layout_; }
+  memory_tracker& memory() { return tracker_; }
+  const memory_tracker& memory() const { return tracker_; }
+  /// The block's rewind budget in T: each stage's depth is checked against it (a stage's rewind
+  /// starts from its kept input).
+  const budget_report& budget() const { return budget_; }
+  std::size_t checkpoint_every() const { return segment_; }
+  int last_team() const { return team_.last(); }
+
+  /// Starting values from `seed` (staged_layout::initialise).
+  void initialise(std::uint64_t seed) { layout_.initialise(std::span<T>(params_), seed, o_.output_init_scale); }
+
+  /// The predicted class of every sample of a batch (input size x batch, column-major), its
+  /// chunks on the team's threads.
+  std::vector<int> predict(std::span<const T> batch) {
+    rwd::check_batch(batch, o_.width, o_.batch);
+    check_parameters();
+    states st(*this);
+    const detail::chunking k = chunks_of(mode::reversible);
+    buffer<T> work(tracker_, static_cast<std::size_t>(k.most) * k.per_thread), logits(tracker_, o_.classes * o_.batch);
+    const step_type net = network_step();
+    detail::first_error failed(k.chunks());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(k.most) if (k.most > 1)
+    for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(k.chunks()); ++c)
+      failed.guard(0, static_cast<std::size_t>(c), [&] {
+        const std::size_t first = static_cast<std::size_t>(c) * k.columns;
+        lane ln = lane_of(st, first, std::min(k.columns, o_.batch - first), work.data() + detail::thread_number() * k.per_thread, nullptr);
+        net.forward(ln, batch.data() + first * o_.width, mode::reversible, nullptr);
+        net.logits(ln, logits.data() + first * o_.classes);
+      });
+    failed.rethrow();
+    std::vector<int> classes(o_.batch);
+    for (std::size_t j = 0; j < o_.batch; ++j) {
+      const T* z = logits.data() + j * o_.classes;
+      classes[j] = static_cast<int>(std::max_element(z, z + o_.classes) - z);
+    }
+    return classes;
+  }
+
+  /// Mean softmax cross-entropy of the batch in mode m (stored, reversible or checkpointed); fills
+  /// gradients(), telling `ready` (when given) as each part becomes final (the head, each layer
+  /// from the top, the stem: suffixes of the arena).
+  T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m, const gradient_listener& ready = {}) {
+    rwd::check_batch(batch, o_.width, o_.batch);
+    rwd::check_labels(labels, o_.batch, o_.classes);
+    check_parameters();
+    if (m == mode::exact)
+      throw error("rewind: a staged network has no exact mode (its squeezes would reorder the fixed-point ledger); use mode::checkpointed");
+    if (m == mode::reversible && !o_.lossy)
+      for (std::size_t s = 0; s < layout_.stage_count(); ++s)
+        rwd::detail::check_rewind_budget<T, Block>(budget_, layout_.depths[s], bindings_, "use mode::checkpointed, or options.lossy",
+                                                      "use mode::checkpointed, or options.lossy");
+    states st(*this);
+    const step_type net = network_step(training_noise());
+    buffer<T> tape(tracker_, step_type::tape_size(m, layout_, o_.batch, segment_));
+    const auto parts = layout_.parts();
+    const auto lane_at = [&](std::size_t c, T* work, T* slab) {
+      const std::size_t first = c * chunk_columns();
+      return lane_of(st, first, std::min(chunk_columns(), o_.batch - first), work, slab);
+    };
+    const auto input_of = [&](const lane& ln) { return batch.data() + ln.first * o_.width; };
+    return static_cast<T>(detail::chunked_step<T>(
+        tracker_, team_, chunks_of(m), std::span<T>(grads_), ready, lane_at,
+        [&](lane& ln) { net.forward(ln, input_of(ln), m, tape.data()); }, [] {}, layout_.head_part(),
+        [&](lane& ln, double* losses) { net.head(ln, labels.data(), losses); }, parts,
+        [&](std::size_t p, lane& ln) { net.backward(p, ln, input_of(ln), m, tape.data()); }));
+  }
+
+  /// The closed-form memory of one loss_and_gradient in mode m, with the thread count set now:
+  /// the state and cotangents; the tape; per thread a workspace, per chunk a gradient slab.
+  memory_plan plan(mode m) const {
+    const std::size_t bytes = sizeof(T);
+    const detail::chunking k = chunks_of(m);
+    memory_plan p;
+    p.state_bytes = 2 * ns * layout_.width() * o_.batch * bytes;
+    p.tape_bytes = step_type::tape_size(m, layout_, o_.batch, segment_) * bytes;
+    p.workspace_bytes = (static_cast<std::size_t>(k.most) * k.per_thread + k.chunks() * k.slab) * bytes;
+    return p;
+  }
+
+  /// One optimizer step on the parameters with the current gradients.
+  template <class Optimizer>
+  void apply(const Optimizer& o) {
+    step(o, std::span<T>(params_), std::span<const T>(grads_), optimizer_);
+    ++updates_;
+  }
+  /// The dropout key of the next training step (as cpu::model's).
+  std::uint64_t training_noise() const { return noise_key(o_.seed, updates_); }
+  void reset_optimizer() { optimizer_ = {}; }
+
+  /// Writes the parameters atomically (safetensors where the name ends in .safetensors, tensors
+  /// named after the network, else rewind's parameter file).
+  void save(const std::string& path) const { layout_.save(path, std::span<const T>(params_)); }
+  /// Reads what save() writes; on any error the model is unchanged and the message names the cause.
+  void load(const std::string& path) { params_ = layout_.template load<T>(path); }
+
+ private:
+  struct states {
+    std::array<buffer<T>, ns> s, b;
+    explicit states(staged_model& m) {
+      const std::size_t n = m.layout_.width() * m.o_.batch;
+      for (std::size_t k = 0; k < ns; ++k) {
+        s[k] = buffer<T>(m.tracker_, n);
+        b[k] = buffer<T>(m.tracker_, n);
+        std::fill_n(s[k].data(), n, T(0));
+        std::fill_n(b[k].data(), n, T(0));
+      }
+    }
+  };
+  lane lane_of(states& st, std::size_t first, std::size_t count, T* work, T* grads) const {
+    lane ln;
+    for (std::size_t k = 0; k < ns; ++k) {
+      ln.s[k].p = st.s[k].data() + first * layout_.width();
+      ln.b[k].p = st.b[k].data() + first * layout_.width();
+    }
+    ln.first = first, ln.count = count, ln.work = work, ln.grads = grads;
+    return ln;
+  }
+  std::size_t chunk_columns() const { return o_.grain == 0 ? o_.batch : std::min(o_.grain, o_.batch); }
+  detail::chunking chunks_of(mode m) const {
+    detail::chunking k{o_.batch, chunk_columns(), step_type::work_per_sample(m, layout_) * chunk_columns(), layout_.largest_part(), 1};
+    k.most = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads())), k.chunks()));
+    return k;
+  }
+  step_type network_step(std::uint64_t noise = 0) const {
+    return step_type({o_.batch, segment_, input_, output_, noise}, layout_, params_.data(), scalars_, executor<T>{&bindings_});
+  }
+  void check_parameters() const {
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
+  }
+
+  options o_;
+  env bindings_;
+  layout_type layout_;
+  std::size_t input_ = 0, output_ = 0, segment_ = 1;
+  budget_report budget_;
+  std::vector<T> params_, grads_;
+  typename step_type::scalars_type scalars_{};
+  memory_tracker tracker_;
+  optimizer_state<T> optimizer_;
+  std::uint64_t updates_ = 0;
+  detail::team_choice team_;
+};
+
+}  // namespace rwd::cpu
