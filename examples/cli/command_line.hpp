@@ -27,8 +27,9 @@ struct command_line {
     app.require_subcommand(1);
 
     ex = app.add_subcommand("explain", "the derivation of a block: inverse, adjoint, budget");
-    ex->add_option("--block", explain.block, "momentum, leapfrog, coupling, cnn (the block of train --net cnn) or all")
-        ->check(CLI::IsMember({"all", "momentum", "leapfrog", "coupling", "cnn"}));
+    ex->add_option("--block", explain.block, "momentum, leapfrog, coupling, cnn (the block of train --net cnn), staged (the network of train --net staged, stage by stage) or all")
+        ->check(CLI::IsMember({"all", "momentum", "leapfrog", "coupling", "cnn", "staged"}));
+    ex->add_option("--depth", explain.depth, "--block staged: blocks per stage")->check(CLI::PositiveNumber);
     ex->add_option("--mu", explain.mu, "momentum coefficient, in (0, 1]");
     ex->add_option("--slope", explain.slope, "slope interval LO,HI of the maps' Jacobian")->delimiter(',')->expected(2);
 
@@ -38,7 +39,8 @@ struct command_line {
         ->delimiter(',')->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact"}));
     me->add_option("--batch", memory.batch, "batch size")->check(CLI::PositiveNumber);
     me->add_option("--width", memory.width, "state width (mlp)")->check(CLI::PositiveNumber);
-    me->add_option("--net", memory.net, "mlp or cnn (the network of train --net cnn, on 28 x 28 inputs)")->check(CLI::IsMember({"mlp", "cnn"}));
+    me->add_option("--net", memory.net, "mlp, cnn or staged (the networks of train --net, on 28 x 28 inputs; staged: depth blocks per stage)")
+        ->check(CLI::IsMember({"mlp", "cnn", "staged"}));
     me->add_option("--mu", memory.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
     me->add_option("--steps", memory.steps, "measured steps per configuration (median)")->check(CLI::PositiveNumber);
     me->add_option("--rounds", memory.rounds,
@@ -72,8 +74,8 @@ struct command_line {
     tr->add_option("--json", trajectory.json, "write the results as JSON (CSV and PNG beside it)");
 
     ta = app.add_subcommand("train", "train on Fashion-MNIST (or a built-in synthetic problem), both modes on one schedule");
-    ta->add_option("--net", train.net, "mlp (momentum, f: 784 -> 16 -> tanh -> 784) or cnn (the image squeezed to 16x7x7, f: conv3x3 32 -> group norm 8 -> relu -> conv3x3)")
-        ->check(CLI::IsMember({"mlp", "cnn"}));
+    ta->add_option("--net", train.net, "mlp (momentum, f: 784 -> 16 -> tanh -> 784), cnn (the image squeezed to 16x7x7, f: conv3x3 32 -> group norm 8 -> relu -> conv3x3) or staged (a stem conv3x3 16 at 28x28, three stages of --depth blocks with cnn's f at 16x28x28, 64x14x14 and 256x7x7, squeezes between them, pooled head; CPU)")
+        ->check(CLI::IsMember({"mlp", "cnn", "staged"}));
     ta->add_option("--depth", train.depth, "layers")->check(CLI::PositiveNumber);
     ta->add_option("--mu", train.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
     ta->add_option("--mode", train.mode, "stored, reversible, checkpointed, exact or both (stored and reversible)")

@@ -10,6 +10,7 @@ namespace rewind_cli {
 struct explain_options {
   std::string block = "all";
   double mu = 0.9;
+  std::size_t depth = 4;  // --block staged: blocks per stage
   std::vector<double> slope;
 };
 std::string explain_text(const explain_options& o);

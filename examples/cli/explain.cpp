@@ -31,6 +31,10 @@ std::string explain_text(const explain_options& o) {
   if (all || o.block == "coupling") out += rwd::explain(coupling, e, "additive coupling") + "\n";
   if (all || o.block == "cnn")
     out += rwd::explain(ref::cnn::momentum, e, fmt::format("cnn: momentum (mu = {}) on a {} state", o.mu, ref::cnn::state.text())) + "\n";
+  if (all || o.block == "staged") {
+    const rwd::staged_layout<ref::staged::stem_t, ref::staged::block_t> net(ref::staged::stages(o.depth), ref::classes);
+    out += rwd::explain<float>(net, e) + "\n";
+  }
   return out;
 }
 

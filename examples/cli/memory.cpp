@@ -36,24 +36,37 @@ constexpr std::size_t hidden = 16;
 /// 16 x 7 x 7 state (28 x 28 inputs squeezed twice).
 rwd::options options_of(const memory_options& o) {
   const rwd::options opt{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true};
+  if (o.net == "staged") return {.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true, .grain = ref::cnn::grain};
   return o.net == "cnn" ? ref::cnn::options(opt) : opt;
 }
+rwd::staged_layout<ref::staged::stem_t, ref::staged::block_t> staged_layout(std::size_t depth) {
+  return {ref::staged::stages(depth), ref::classes};
+}
+/// Flops of one 3x3 bottleneck layer's forward pass (two convolutions, c -> 32 -> c) on a batch
+/// of states of shape s: 2 B positions 9 (c 32 + 32 c).
+double conv_layer_flops(rwd::tensor_shape s, std::size_t batch) {
+  return 2.0 * static_cast<double>(batch * s.positions()) * 9.0 * static_cast<double>(2 * s.c * 32);
+}
 /// Flops of one layer's forward pass for the whole batch: the MLP's two dense layers (4 W H B),
-/// or the CNN's two 3x3 convolutions (2 B positions 9 (c 32 + 32 c)). A backward pass is twice
-/// that, a rewind one forward more.
+/// the CNN's two 3x3 convolutions, or the staged network's in each of its stages (depth counts
+/// a layer of every stage; the stem is left out). A backward pass is twice that, a rewind one
+/// forward more.
 double layer_flops(const memory_options& o) {
-  if (o.net != "cnn") return 4.0 * static_cast<double>(o.width) * hidden * static_cast<double>(o.batch);
-  const auto s = ref::cnn::state;
-  return 2.0 * static_cast<double>(o.batch * s.positions()) * 9.0 * static_cast<double>(2 * s.c * 32);
+  if (o.net == "cnn") return conv_layer_flops(ref::cnn::state, o.batch);
+  if (o.net == "staged") {
+    double n = 0;
+    for (const auto& s : staged_layout(1).shapes) n += conv_layer_flops(s, o.batch);
+    return n;
+  }
+  return 4.0 * static_cast<double>(o.width) * hidden * static_cast<double>(o.batch);
 }
 
-template <class Block>
-row measure_block(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
+template <class Model>
+row measure_model(Model& model, std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   // lossy: this measures bytes and time; past the budget the reversible gradient is garbage. Every
   // step starts from the initial parameters (put back outside the timing), so every step and
   // every mode measures the same network, and a run past the budget never trains itself into
   // non-finite values, nor the exact mode's state out of its fixed-point range.
-  rwd::cpu::model<float, Block> model(Block{}, depth, options_of(o), rwd::env{}.set("mu", o.mu));
   const std::vector<float> initial(model.parameters().begin(), model.parameters().end());
   const ref::benchmark_batch<float> b(o.width, o.batch);
   const auto& data = b.pixels;
@@ -79,13 +92,25 @@ row measure_block(std::size_t depth, rwd::cpu::mode m, const memory_options& o) 
   getrusage(RUSAGE_SELF, &u);
   r.rss = static_cast<double>(u.ru_maxrss) * 1024;
   r.gflops = depth * layer_flops(o) * (m == rwd::cpu::mode::stored ? 3 : 4) / (r.step_ms * 1e-3) / 1e9;
-  if (m == rwd::cpu::mode::exact) r.ledger = static_cast<double>(model.last_exact().ledger_bytes_peak);
+  if constexpr (requires { model.last_exact(); })
+    if (m == rwd::cpu::mode::exact) r.ledger = static_cast<double>(model.last_exact().ledger_bytes_peak);
   r.team = model.last_team();
   return r;
 }
 
 row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
-  return o.net == "cnn" ? measure_block<ref::cnn::momentum_t>(depth, m, o) : measure_block<ref::momentum_t>(depth, m, o);
+  const rwd::env mu = rwd::env{}.set("mu", o.mu);
+  if (o.net == "staged") {
+    rwd::cpu::staged_model<float, ref::staged::stem_t, ref::staged::block_t> model(ref::staged::stem, ref::staged::block_t{}, ref::staged::stages(depth),
+                                                                                   options_of(o), mu);
+    return measure_model(model, depth, m, o);
+  }
+  if (o.net == "cnn") {
+    rwd::cpu::model<float, ref::cnn::momentum_t> model(ref::cnn::momentum, depth, options_of(o), mu);
+    return measure_model(model, depth, m, o);
+  }
+  rwd::cpu::model<float, ref::momentum_t> model(ref::momentum, depth, options_of(o), mu);
+  return measure_model(model, depth, m, o);
 }
 
 /// The same measurement on the GPU: step time by CUDA events (median after a warm-up step),
@@ -135,25 +160,35 @@ double median_seconds(const F& f, int reps) {
   return times[3];
 }
 
-/// Eigen's rate on the six GEMMs of one layer (two forward, four backward), same shapes (the
-/// CNN's: its convolutions' weights against their patch matrices).
-double gemm_gflops(const memory_options& o) {
+/// Seconds of the six GEMMs of one 3x3 bottleneck layer (c -> 32 -> c; two forward, four
+/// backward) on a batch of states of shape s: the weights against their patch matrices.
+double conv_gemm_seconds(rwd::tensor_shape s, std::size_t batch) {
   using M = Eigen::MatrixXf;
-  if (o.net == "cnn") {
-    const auto s = ref::cnn::state;
-    const auto C = static_cast<Eigen::Index>(s.c), P = static_cast<Eigen::Index>(s.positions() * o.batch), H = Eigen::Index{32};
-    M W1 = M::Random(9 * C, H), W2 = M::Random(9 * H, C), X1 = M::Random(9 * C, P), X2 = M::Random(9 * H, P);
-    M Y1(H, P), Y2(C, P), dW1(9 * C, H), dW2(9 * H, C), dX1(9 * C, P), dX2(9 * H, P);
-    auto once = [&] {
-      Y1.noalias() = W1.transpose() * X1;
-      Y2.noalias() = W2.transpose() * X2;
-      dW2.noalias() = X2 * Y2.transpose();
-      dX2.noalias() = W2 * Y2;
-      dW1.noalias() = X1 * Y1.transpose();
-      dX1.noalias() = W1 * Y1;
-    };
-    return 3 * layer_flops(o) / median_seconds(once, 5) / 1e9;
+  const auto C = static_cast<Eigen::Index>(s.c), P = static_cast<Eigen::Index>(s.positions() * batch), H = Eigen::Index{32};
+  M W1 = M::Random(9 * C, H), W2 = M::Random(9 * H, C), X1 = M::Random(9 * C, P), X2 = M::Random(9 * H, P);
+  M Y1(H, P), Y2(C, P), dW1(9 * C, H), dW2(9 * H, C), dX1(9 * C, P), dX2(9 * H, P);
+  auto once = [&] {
+    Y1.noalias() = W1.transpose() * X1;
+    Y2.noalias() = W2.transpose() * X2;
+    dW2.noalias() = X2 * Y2.transpose();
+    dX2.noalias() = W2 * Y2;
+    dW1.noalias() = X1 * Y1.transpose();
+    dX1.noalias() = W1 * Y1;
+  };
+  return median_seconds(once, 5);
+}
+
+/// Eigen's rate on the six GEMMs of one layer (two forward, four backward), same shapes (the
+/// CNN's: its convolutions' weights against their patch matrices; the staged network's: a layer
+/// of every stage).
+double gemm_gflops(const memory_options& o) {
+  if (o.net == "cnn") return 3 * layer_flops(o) / conv_gemm_seconds(ref::cnn::state, o.batch) / 1e9;
+  if (o.net == "staged") {
+    double seconds = 0;
+    for (const auto& s : staged_layout(1).shapes) seconds += conv_gemm_seconds(s, o.batch);
+    return 3 * layer_flops(o) / seconds / 1e9;
   }
+  using M = Eigen::MatrixXf;
   const auto W = static_cast<Eigen::Index>(o.width), B = static_cast<Eigen::Index>(o.batch), H = Eigen::Index{hidden};
   M W1 = M::Random(H, W), W2 = M::Random(W, H), X = M::Random(W, B);
   M Hd(H, B), Y(W, B), dW1(H, W), dW2(W, H), dH(H, B), dX(W, B);
@@ -229,7 +264,10 @@ ratio ratio_of(const std::vector<row>& all, std::size_t n, std::size_t rounds, s
 
 int run_memory(const memory_options& o, const std::string& self) {
   if (o.threads.empty()) throw rwd::error("rewind: --threads needs at least one count");
-  if (o.net == "cnn" && o.width != ref::width) throw rwd::error("rewind: --net cnn takes 28 x 28 inputs: --width is 784");
+  if (o.net != "mlp" && o.width != ref::width) throw rwd::error("rewind: --net " + o.net + " takes 28 x 28 inputs: --width is 784");
+  if (o.net == "staged" && o.device == "cuda") throw rwd::error("rewind: --net staged runs on the CPU (the CUDA backend has no staged network yet)");
+  for (const auto& name : o.modes)
+    if (o.net == "staged" && name == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");
   rwd::cpu::set_threads(o.threads.front());
   const bool gpu = o.device == "cuda";
   if (gpu && o.child_mode == static_cast<int>(rwd::cpu::mode::exact))
@@ -262,8 +300,13 @@ int run_memory(const memory_options& o, const std::string& self) {
     where = "GPU " + gpu::make<float>(1, {.width = 8, .batch = 1, .classes = 2}, o.mu)->device() + ", CUDA events";
   }
   const double gemm = gpu ? 0 : gemm_gflops(o);
-  const std::string net = o.net == "cnn" ? "cnn, state " + ref::cnn::state.text() + ", map " + ref::cnn::f.describe(ref::cnn::state)
-                                          : fmt::format("width {}, map {}", o.width, ref::f.describe(o.width));
+  std::string net = o.net == "cnn" ? "cnn, state " + ref::cnn::state.text() + ", map " + ref::cnn::f.describe(ref::cnn::state)
+                                    : fmt::format("width {}, map {}", o.width, ref::f.describe(o.width));
+  if (o.net == "staged") {
+    net = "staged, stem " + ref::staged::stem.describe(ref::cnn::image) + ", three stages of `depth` blocks on";
+    for (const auto& s : staged_layout(1).shapes) net += " " + s.text();
+    net += ", map " + ref::cnn::f.describe();
+  }
   fmt::print("rewind memory: {}, batch {}, float32, mu {}, {}, median of {} steps{}\n", net, o.batch, o.mu, where, o.steps,
              o.rounds > 1 ? fmt::format(", {} interleaved rounds", o.rounds) : std::string());
   if (o.contend) fmt::print("busy: another process spins on one core while the step runs\n");
@@ -355,7 +398,7 @@ int run_memory(const memory_options& o, const std::string& self) {
   std::string json = fmt::format(
       "{{\"config\": {{\"net\": \"{}\", \"width\": {}, \"hidden\": {}, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, "
       "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
-      o.net, o.width, o.net == "cnn" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
+      o.net, o.width, o.net != "mlp" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
       rounds, json_number(gemm), o.device);
   std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops,threads,busy\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {

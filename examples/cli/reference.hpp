@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <rewind/engine/staged.hpp>
 #include <rewind/layout.hpp>
 #include <rewind/rewind.hpp>
 
@@ -54,6 +55,18 @@ std::vector<T> input(std::span<const T> images, std::size_t n) {
   return rwd::space_to_depth(std::span<const T>(once), rwd::squeezed(image), n);
 }
 }  // namespace cnn
+
+/// The staged network of --net staged: a stem (3x3 convolution 1 -> 16 channels, relu) on the
+/// 28 x 28 image, then three stages of momentum blocks with the CNN's f (its bottleneck of 32
+/// channels follows the stage: 16x28x28, then squeezed to 64x14x14, then to 256x7x7), and a
+/// head that pools the channels over the positions and applies a linear layer.
+namespace staged {
+inline constexpr auto stem = rwd::stem<"stem">(rwd::conv<16, 3>, rwd::relu);
+using stem_t = std::remove_cv_t<decltype(stem)>;
+using block_t = cnn::momentum_t;
+/// Three stages of `depth` blocks each, on the image.
+inline rwd::stages stages(std::size_t depth) { return {cnn::image, {depth, depth, depth}}; }
+}  // namespace staged
 
 /// A network's initial parameters for a model's options, as every engine makes them (the
 /// reference MLP's by default).

@@ -56,6 +56,19 @@ struct cpu_trainer {
   void save(const std::string& path) const { model.save(path); }
 };
 
+/// The staged network on the CPU (one process: its replicas are not built).
+struct staged_trainer {
+  rwd::cpu::staged_model<float, ref::staged::stem_t, ref::staged::block_t> model;
+  staged_trainer(std::size_t depth, const rwd::options& o, double mu)
+      : model(ref::staged::stem, ref::staged::block_t{}, ref::staged::stages(depth), o, rwd::env{}.set("mu", mu)) {}
+  float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return model.loss_and_gradient(b, l, m); }
+  void apply(const rwd::adam& a) { model.apply(a); }
+  std::vector<int> predict(std::span<const float> b) { return model.predict(b); }
+  void reset_peak() { model.memory().reset_peak(); }
+  std::size_t peak() const { return model.memory().peak(); }
+  void save(const std::string& path) const { model.save(path); }
+};
+
 /// The reference MLP or the CNN (as the options' shape says) on the GPU.
 struct gpu_trainer {
   std::unique_ptr<gpu::engine<float>> engine;
@@ -84,13 +97,28 @@ std::string save_path(const train_options& o, const std::string& name) {
   return (p.parent_path() / (p.stem().string() + "." + name + p.extension().string())).string();
 }
 
+/// The network of --net, in a line.
+std::string description(const std::string& net) {
+  if (net == "cnn")
+    return "cnn: image squeezed twice to " + ref::cnn::state.text() + ", momentum blocks, f: " + ref::cnn::f.describe(ref::cnn::state) + ", linear head";
+  if (net == "staged") {
+    const rwd::staged_layout<ref::staged::stem_t, ref::staged::block_t> a(ref::staged::stages(1), ref::classes);
+    std::string text = "staged: stem " + ref::staged::stem.describe(ref::cnn::image);
+    for (std::size_t s = 0; s < a.stage_count(); ++s)
+      text += fmt::format("; {}stage {}: momentum blocks on {}, f: {}", s ? "squeeze, " : "", s + 1, a.shapes[s].text(), ref::cnn::f.describe(a.shapes[s]));
+    return text + "; pool, linear head";
+  }
+  return "mlp: momentum blocks, f: " + ref::f.describe(ref::width) + ", linear head";
+}
+
 template <class Trainer>
 std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const train_options& o) {
   // B is the global batch; this process trains on its shard [first, first + b)
   const std::size_t W = data.train.features, B = o.batch, b = B / static_cast<std::size_t>(current_job().ranks);
   const std::size_t first = b * static_cast<std::size_t>(current_job().rank);
   const rwd::options mlp{.width = W, .batch = b, .classes = ref::classes, .seed = o.seed};
-  Trainer trainer(o.depth, o.net == "cnn" ? ref::cnn::options(mlp) : mlp, o.mu);
+  const rwd::options staged{.width = W, .batch = b, .classes = ref::classes, .seed = o.seed, .grain = ref::cnn::grain};
+  Trainer trainer(o.depth, o.net == "cnn" ? ref::cnn::options(mlp) : o.net == "staged" ? staged : mlp, o.mu);
   const std::size_t n = o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count;
   const std::size_t steps = n / B;
   if (steps == 0) throw rwd::error("rewind: fewer training samples than one batch");
@@ -151,6 +179,9 @@ int run_train(const train_options& o) {
     if (ranks > 1) throw rwd::error("rewind: --device cuda trains on one GPU; under mpirun, train on the CPU (NCCL is not built yet)");
     if (o.mode == "exact") throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
   }
+  if (o.net == "staged" && o.device == "cuda") throw rwd::error("rewind: --net staged trains on the CPU (the CUDA backend has no staged network yet)");
+  if (o.net == "staged" && ranks > 1) throw rwd::error("rewind: --net staged trains in one process (its data-parallel replica is not built yet)");
+  if (o.net == "staged" && o.mode == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");
   if (o.batch % static_cast<std::size_t>(ranks) != 0)
     throw rwd::error(fmt::format("rewind: --batch {} does not split into {} equal shards (one per rank)", o.batch, ranks));
   if (!(o.mu > 0 && o.mu <= 1)) throw rwd::error("rewind: --mu must be in (0, 1]");
@@ -162,15 +193,14 @@ int run_train(const train_options& o) {
   else if (o.data_given) throw rwd::error("rewind: --data " + o.data + ": no such folder");
   else data = synthetic(12000, 2000);  // the default folder is absent: dataset-fashion-mnist is not installed
   if (data.train.features != ref::width) throw rwd::error("rewind: the reference network takes 784 features");
-  if (o.net == "cnn")  // the images as the CNN's state: squeezed twice to 16 x 7 x 7
+  if (o.net == "cnn")  // the images as the CNN's state: squeezed twice to 16 x 7 x 7 (the staged network's stem reads them as they are)
     for (dataset* d : {&data.train, &data.test}) d->images = ref::cnn::input<float>(d->images, d->count);
-  const bool is_cnn = o.net == "cnn";
+  const bool is_cnn = o.net == "cnn" || o.net == "staged";
   const auto budget = is_cnn ? rwd::budget<float>(ref::cnn::momentum, rwd::env{}.set("mu", o.mu)) : rwd::budget<float>(ref::momentum, rwd::env{}.set("mu", o.mu));
   fmt::print("rewind train: {}\n  {}\n  {} train / {} test samples{}, depth {}, mu {} (float32 budget L* = {}), batch {}, "
              "adam lr {}{}, {} epoch(s), seed {}\n  {}\n",
              data.source,
-             is_cnn ? "cnn: image squeezed twice to " + ref::cnn::state.text() + ", momentum blocks, f: " + ref::cnn::f.describe(ref::cnn::state) + ", linear head"
-                 : "mlp: momentum blocks, f: " + ref::f.describe(ref::width) + ", linear head",
+             description(o.net),
              o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count,
              o.test_limit ? std::min(o.test_limit, data.test.count) : data.test.count, o.train_limit ? " (limited)" : "",
              o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
@@ -182,8 +212,9 @@ int run_train(const train_options& o) {
   std::vector<epoch_row> rows;
   for (const char* m : {"stored", "reversible", "checkpointed", "exact"})
     if ((o.mode == "both" && (std::string(m) == "stored" || std::string(m) == "reversible")) || o.mode == m) {
-      auto r = o.device == "cuda" ? train_one<gpu_trainer>(data, parse_mode(m), o)
-               : is_cnn           ? train_one<cpu_trainer<ref::cnn::momentum_t>>(data, parse_mode(m), o)
+      auto r = o.device == "cuda"  ? train_one<gpu_trainer>(data, parse_mode(m), o)
+               : o.net == "staged" ? train_one<staged_trainer>(data, parse_mode(m), o)
+               : is_cnn            ? train_one<cpu_trainer<ref::cnn::momentum_t>>(data, parse_mode(m), o)
                                   : train_one<cpu_trainer<ref::momentum_t>>(data, parse_mode(m), o);
       rows.insert(rows.end(), r.begin(), r.end());
     }
