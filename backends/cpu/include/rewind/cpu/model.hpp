@@ -44,6 +44,7 @@
 #include "maps.hpp"
 #include "memory.hpp"
 #include "optim.hpp"
+#include "parameters.hpp"
 #include "chunked_step.hpp"
 #include "threads.hpp"
 
@@ -60,7 +61,10 @@ using rwd::options;
 using rwd::to_string;
 
 template <class T, class Block>
-class model {
+class model : public parameter_owner<T, parameter_layout<Block>> {
+  using owner = parameter_owner<T, parameter_layout<Block>>;
+  using owner::layout_, owner::params_, owner::grads_, owner::check_parameters, owner::training_noise;
+
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
@@ -85,7 +89,10 @@ class model {
   /// A model of the block stacked `depth` times; loss_and_gradient(batch, labels) rewinds
   /// (mode::reversible, checked against the budget unless options.lossy).
   model(Block, std::size_t depth, const options& o, const env& bindings = {})
-      : depth_(depth), o_(with_shape_width(o)), bindings_(bindings), arena_(state_shape(o_), depth, o_.classes) {
+      : owner(parameter_layout<Block>(state_shape(with_shape_width(o)), depth, o.classes), o.seed),
+        depth_(depth),
+        o_(with_shape_width(o)),
+        bindings_(bindings) {
     if (o_.width == 0 || o_.batch == 0 || o.classes == 0 || depth == 0)
       throw error("rewind: a model needs width, batch, classes and depth of at least 1");
     input_ = state_index_of<State>(o.input);
@@ -94,16 +101,10 @@ class model {
     exact_rules_.emplace(o, bindings);  // after the check: it rationalises the runtime coefficients
     budget_ = rwd::budget<T>(Block{}, bindings);
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
-    params_.assign(arena_.total, T(0));
-    grads_.assign(params_.size(), T(0));
     scalars_ = engine_type::scalars(bindings);
     initialise(o.seed);
   }
 
-  std::span<T> parameters() { return params_; }
-  std::span<const T> parameters() const { return params_; }
-  std::span<T> gradients() { return grads_; }
-  std::span<const T> gradients() const { return grads_; }
   /// dloss/dinput of the last loss_and_gradient (width x batch).
   std::span<const T> input_gradient() const { return input_grad_; }
   std::size_t depth() const { return depth_; }
@@ -113,7 +114,7 @@ class model {
   const memory_tracker& memory() const { return tracker_; }
   /// Position of the input variable in the block's state (the order of forward()'s result).
   std::size_t input_index() const { return input_; }
-  std::size_t parameters_per_layer() const { return arena_.per_layer; }
+  std::size_t parameters_per_layer() const { return layout_.per_layer; }
   /// The block's rewind budget in T, with this model's runtime scalars.
   const budget_report& budget() const { return budget_; }
   /// Layers per segment of mode::checkpointed.
@@ -124,7 +125,7 @@ class model {
   /// Glorot-uniform weights (each map's last dense layer scaled by output_init_scale) and zero
   /// biases, from std::mt19937_64(seed) in arena order: the same on every machine and backend.
   void initialise(std::uint64_t seed) {
-    arena_.initialise(std::span<T>(params_), seed, o_.output_init_scale);
+    layout_.initialise(std::span<T>(params_), seed, o_.output_init_scale);
   }
 
   /// The state after the whole stack for an input batch (width x batch, column-major).
@@ -246,28 +247,6 @@ class model {
     return p;
   }
 
-  /// One optimizer step on the parameters with the current gradients (sgd or adam settings).
-  template <class Optimizer>
-  void apply(const Optimizer& o) {
-    step(o, std::span<T>(params_), std::span<const T>(grads_), optimizer_);
-    ++updates_;
-  }
-  /// The dropout key of the next training step: the seed and the number of parameter updates so
-  /// far, so that every evaluation between two updates (a step, its audit, a gradient check)
-  /// draws the same masks, and each update's step new ones.
-  std::uint64_t training_noise() const { return noise_key(o_.seed, updates_); }
-  /// Forgets the optimizer's momentum and step count.
-  void reset_optimizer() { optimizer_ = {}; }
-
-  /// Writes the parameters to `path` atomically: a safetensors file where the name ends in
-  /// .safetensors (tensors named after the network, readable by PyTorch and JAX), else rewind's
-  /// parameter file (header, values, checksum).
-  void save(const std::string& path) const { arena_.save(path, std::span<const T>(params_)); }
-  /// Reads parameters written by save() for the same block and shapes (or a safetensors file
-  /// with this network's tensor names and shapes); on any error the model is unchanged and the
-  /// message names the cause.
-  void load(const std::string& path) { params_ = arena_.template load<T>(path); }
-
   /// Runs stored backprop and mode m (reversible by default) on the same weights and batch,
   /// compares their gradients, and measures the rewind's reconstruction error per layer
   /// (rewind/engine/audit.hpp).
@@ -331,7 +310,7 @@ class model {
   std::size_t chunk_columns() const { return o_.grain == 0 ? o_.batch : std::min(o_.grain, o_.batch); }
   std::size_t chunks() const { return (o_.batch + chunk_columns() - 1) / chunk_columns(); }
   int team_size() const { return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads())), chunks())); }
-  std::size_t slab_size() const { return std::max(arena_.per_layer, o_.classes * o_.width + o_.classes); }
+  std::size_t slab_size() const { return std::max(layout_.per_layer, o_.classes * o_.width + o_.classes); }
   std::size_t work_per_sample(mode m) const { return engine_type::work_per_sample(m, state_shape(o_), o_.classes); }
 
   /// Runs fn(lane&) on every chunk of the batch, on the team's threads (nothing to add up).
@@ -358,7 +337,7 @@ class model {
              const AfterForward& after_forward, const Backward& backward_chunk) {
     const detail::chunking k{o_.batch, chunk_columns(), work_per_sample(m) * chunk_columns(), slab_size(), team_size()};
     std::vector<gradient_part> layers(depth_);
-    for (std::size_t p = 0; p < depth_; ++p) layers[p] = {(depth_ - 1 - p) * arena_.per_layer, arena_.per_layer};
+    for (std::size_t p = 0; p < depth_; ++p) layers[p] = {(depth_ - 1 - p) * layout_.per_layer, layout_.per_layer};
     const engine_type eng = engine();
     const auto lane_at = [&](std::size_t c, T* work, T* slab) {
       const std::size_t first = c * chunk_columns();
@@ -366,20 +345,15 @@ class model {
     };
     return static_cast<T>(detail::chunked_step<T>(
         tracker_, team_, k, std::span<T>(grads_), ready, lane_at, forward_chunk, after_forward,
-        {arena_.head, o_.classes * o_.width + o_.classes}, [&](lane& ln, double* losses) { eng.head(ln, labels.data(), losses); }, layers,
+        {layout_.head, o_.classes * o_.width + o_.classes}, [&](lane& ln, double* losses) { eng.head(ln, labels.data(), losses); }, layers,
         [&](std::size_t p, lane& ln) { backward_chunk(depth_ - 1 - p, ln); }));
   }
 
   /// The algorithm of a step (rewind/engine/step.hpp) over this model's parameters, on the CPU.
   /// `noise`: the step's dropout key (training_noise()), or 0 outside a training step.
   engine_type engine(std::uint64_t noise = 0) const {
-    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_, noise}, arena_, params_.data(), scalars_,
+    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_, noise}, layout_, params_.data(), scalars_,
                        executor<T>{&bindings_});
-  }
-
-  void check_parameters() const {
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
   }
 
   // --- exact mode (exact_step.hpp) ----------------------------------------------------------------
@@ -437,16 +411,13 @@ class model {
   options o_;
   env bindings_;
   std::size_t input_ = 0, output_ = 0;
-  parameter_layout<Block> arena_;
   std::size_t segment_ = 1;
   budget_report budget_;
   std::optional<exact_type> exact_rules_;  // set by the constructor
-  std::vector<T> params_, grads_, input_grad_;
+  std::vector<T> input_grad_;
   typename engine_type::scalars_type scalars_{};
   memory_tracker tracker_;
-  optimizer_state<T> optimizer_;
   exact_report exact_;
-  std::uint64_t updates_ = 0;  // apply() calls: the step count of the dropout keys
   detail::team_choice team_;
 };
 

@@ -27,12 +27,16 @@
 #include "executor.hpp"
 #include "memory.hpp"
 #include "optim.hpp"
+#include "parameters.hpp"
 #include "threads.hpp"
 
 namespace rwd::cpu {
 
 template <class T, class Stem, class Block>
-class staged_model {
+class staged_model : public parameter_owner<T, staged_layout<Stem, Block>> {
+  using owner = parameter_owner<T, staged_layout<Stem, Block>>;
+  using owner::layout_, owner::params_, owner::grads_, owner::check_parameters, owner::training_noise;
+
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::staged_model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
@@ -50,7 +54,7 @@ class staged_model {
   /// classes, seed, input and output variables, output_init_scale, checkpoint_every, lossy, grain
   /// (width and shape, when set, must be the input's).
   staged_model(Stem, Block, const stages& net, const options& o, const env& bindings = {})
-      : o_(o), bindings_(bindings), layout_(net, o.classes) {
+      : owner(staged_layout<Stem, Block>(net, o.classes), o.seed), o_(o), bindings_(bindings) {
     if (o_.batch == 0 || o_.classes == 0) throw error("rewind: a model needs batch and classes of at least 1");
     if ((o_.width != 0 && o_.width != net.input.size()) || (o_.shape.c != 0 && !(o_.shape == net.input)))
       throw error("rewind: options.width/shape (" + std::to_string(o_.width) + ", " + o_.shape.text() + ") are not the network's input " +
@@ -62,16 +66,10 @@ class staged_model {
     rwd::detail::check_runtime_coefficients<Block>(bindings);
     budget_ = rwd::budget<T>(Block{}, bindings);
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, *std::max_element(net.depths.begin(), net.depths.end()));
-    params_.assign(layout_.total, T(0));
-    grads_.assign(params_.size(), T(0));
     scalars_ = step_type::engine_type::scalars(bindings);
     initialise(o.seed);
   }
 
-  std::span<T> parameters() { return params_; }
-  std::span<const T> parameters() const { return params_; }
-  std::span<T> gradients() { return grads_; }
-  std::span<const T> gradients() const { return grads_; }
   const options& config() const { return o_; }
   const layout_type& layout() const { return layout_; }
   memory_tracker& memory() { return tracker_; }
@@ -153,22 +151,6 @@ class staged_model {
     return p;
   }
 
-  /// One optimizer step on the parameters with the current gradients.
-  template <class Optimizer>
-  void apply(const Optimizer& o) {
-    step(o, std::span<T>(params_), std::span<const T>(grads_), optimizer_);
-    ++updates_;
-  }
-  /// The dropout key of the next training step (as cpu::model's).
-  std::uint64_t training_noise() const { return noise_key(o_.seed, updates_); }
-  void reset_optimizer() { optimizer_ = {}; }
-
-  /// Writes the parameters atomically (safetensors where the name ends in .safetensors, tensors
-  /// named after the network, else rewind's parameter file).
-  void save(const std::string& path) const { layout_.save(path, std::span<const T>(params_)); }
-  /// Reads what save() writes; on any error the model is unchanged and the message names the cause.
-  void load(const std::string& path) { params_ = layout_.template load<T>(path); }
-
  private:
   struct states {
     std::array<buffer<T>, ns> s, b;
@@ -200,21 +182,13 @@ class staged_model {
   step_type network_step(std::uint64_t noise = 0) const {
     return step_type({o_.batch, segment_, input_, output_, noise}, layout_, params_.data(), scalars_, executor<T>{&bindings_});
   }
-  void check_parameters() const {
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
-  }
 
   options o_;
   env bindings_;
-  layout_type layout_;
   std::size_t input_ = 0, output_ = 0, segment_ = 1;
   budget_report budget_;
-  std::vector<T> params_, grads_;
   typename step_type::scalars_type scalars_{};
   memory_tracker tracker_;
-  optimizer_state<T> optimizer_;
-  std::uint64_t updates_ = 0;
   detail::team_choice team_;
 };
 
