@@ -44,6 +44,8 @@ int run_demo(const demo_options& o, const std::string& self) {
       {"Rewind error along the trajectory", fmt::format("trajectory --particles 12 --depth 64 --mus 0.3,0.6,0.9 --json {}/trajectory.json", dir)},
       {"Training, stored against reversible (short run)", fmt::format("train --depth 64 --mu 0.9 --epochs 2 --train-limit 12800 --json {}/train.json", dir)},
       {"Training a convolutional network, stored against reversible (short run)", fmt::format("train --net cnn --depth 8 --lr 1e-3 --epochs 1 --train-limit 12800 --json {}/train_cnn.json", dir)},
+      {"A staged network, stage by stage", "explain --block staged --depth 2"},
+      {"Training the staged network, stored against reversible (short run)", fmt::format("train --net staged --depth 1 --lr 2e-3 --epochs 1 --train-limit 6400 --test-limit 2000 --json {}/train_staged.json", dir)},
   };
   const std::vector<step> quick{
       {"The derivation of the built-in blocks", "explain --block momentum"},
@@ -53,6 +55,7 @@ int run_demo(const demo_options& o, const std::string& self) {
       {"Rewind error along the trajectory", fmt::format("trajectory --particles 3 --depth 8 --mus 0.5 --json {}/trajectory.json", dir)},
       {"Training, stored against reversible", fmt::format("train --synthetic --depth 2 --batch 32 --epochs 1 --train-limit 256 --test-limit 128 --json {}/train.json", dir)},
       {"Training a convolutional network, stored against reversible", fmt::format("train --net cnn --synthetic --depth 2 --batch 32 --epochs 1 --train-limit 256 --test-limit 128 --json {}/train_cnn.json", dir)},
+      {"Training the staged network, stored against reversible", fmt::format("train --net staged --synthetic --depth 1 --batch 16 --epochs 1 --train-limit 64 --test-limit 32 --json {}/train_staged.json", dir)},
   };
   const auto& steps = o.quick ? quick : full;
   progress bar("steps", steps.size());
