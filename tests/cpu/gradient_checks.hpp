@@ -29,6 +29,27 @@ inline std::vector<int> labels(std::size_t n, std::size_t classes) {
   return y;
 }
 
+/// The worst relative error, over the parameters at `probe`, of the gradient m's last
+/// loss_and_gradient(batch, y, md) left (`grad`) against central differences of its loss.
+template <class Model, class Mode>
+double parameter_fd_error(Model& m, const std::vector<double>& batch, const std::vector<int>& y, Mode md, const std::vector<double>& grad,
+                          const std::vector<std::size_t>& probe) {
+  auto params = m.parameters();
+  const double h = 1e-6;
+  double worst = 0;
+  for (std::size_t i : probe) {
+    const double keep = params[i];
+    params[i] = keep + h;
+    const double up = m.loss_and_gradient(batch, y, md);
+    params[i] = keep - h;
+    const double down = m.loss_and_gradient(batch, y, md);
+    params[i] = keep;
+    const double fd = (up - down) / (2 * h);
+    worst = std::max(worst, std::abs(fd - grad[i]) / std::max(1e-3, std::abs(fd)));
+  }
+  return worst;
+}
+
 /// Gradients of a float64 model of `b` against central differences, in stored and reversible mode.
 template <class Block>
 void check_gradient_fd(Block b, std::size_t depth, std::string_view input = "x", std::string_view output = "x") {
@@ -40,19 +61,10 @@ void check_gradient_fd(Block b, std::size_t depth, std::string_view input = "x",
     m.loss_and_gradient(batch, y, md);
     const std::vector<double> grad(m.gradients().begin(), m.gradients().end());
     const std::vector<double> ginput(m.input_gradient().begin(), m.input_gradient().end());
-    auto params = m.parameters();
+    std::vector<std::size_t> probe;  // a spread of parameters
+    for (std::size_t i = 0; i < grad.size(); i += 7) probe.push_back(i);
+    double worst = parameter_fd_error(m, batch, y, md, grad, probe);
     const double h = 1e-6;
-    double worst = 0;
-    for (std::size_t i = 0; i < params.size(); i += 7) {  // a spread of parameters
-      const double keep = params[i];
-      params[i] = keep + h;
-      const double up = m.loss_and_gradient(batch, y, md);
-      params[i] = keep - h;
-      const double down = m.loss_and_gradient(batch, y, md);
-      params[i] = keep;
-      const double fd = (up - down) / (2 * h);
-      worst = std::max(worst, std::abs(fd - grad[i]) / std::max(1e-3, std::abs(fd)));
-    }
     for (std::size_t i = 0; i < batch.size(); i += 2) {
       auto moved = batch;
       moved[i] += h;
