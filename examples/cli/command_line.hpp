@@ -28,7 +28,7 @@ struct command_line {
     app.require_subcommand(1);
 
     ex = app.add_subcommand("explain", "the derivation of a block: inverse, adjoint, budget");
-    ex->add_option("--block", explain.block, "momentum, leapfrog, coupling, cnn (the block of train --net cnn), staged (the network of train --net staged, stage by stage) or all")
+    ex->add_option("--block,--net", explain.block, "momentum, leapfrog, coupling, cnn (the block of train --net cnn), staged (the network of train --net staged, stage by stage) or all")
         ->check(CLI::IsMember({"all", "momentum", "leapfrog", "coupling", "cnn", "staged"}));
     ex->add_option("--depth", explain.depth, "--block staged: blocks per stage")->check(CLI::PositiveNumber);
     ex->add_option("--mu", explain.mu, "momentum coefficient, in (0, 1]");
