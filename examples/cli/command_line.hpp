@@ -86,6 +86,8 @@ struct command_line {
     train_lr = ta->add_option("--lr", train.lr, "Adam learning rate (--net staged: default 2e-3)")->check(CLI::PositiveNumber);
     train_schedule = ta->add_option("--lr-schedule", train.lr_schedule, "constant, or cosine (decayed along half a cosine to 0 at the last step; --net staged: the default)")
         ->check(CLI::IsMember({"constant", "cosine"}));
+    ta->add_option("--augment", train.augment, "none, or flip (each training image mirrored left to right with probability 1/2, drawn anew each epoch from the seed; mlp and staged)")
+        ->check(CLI::IsMember({"none", "flip"}));
     data_opt = ta->add_option("--data", train.data, "folder of the Fashion-MNIST IDX files (gzip or not)");
     ta->add_flag("--synthetic", train.synthetic, "train on the built-in synthetic 10-class problem");
     ta->add_option("--train-limit", train.train_limit, "use only the first N training samples (0: all)");

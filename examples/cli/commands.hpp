@@ -51,7 +51,7 @@ int run_trajectory(const trajectory_options& o);
 struct train_options {
   std::size_t depth = 64, batch = 128, epochs = 3, train_limit = 0, test_limit = 0;
   double mu = 0.9, lr = 1e-4;
-  std::string mode = "both", data = "/usr/share/datasets/fashion-mnist", json, device = "cpu", save, net = "mlp", lr_schedule = "constant";
+  std::string mode = "both", data = "/usr/share/datasets/fashion-mnist", json, device = "cpu", save, net = "mlp", lr_schedule = "constant", augment = "none";
   bool data_given = false, synthetic = false;
   unsigned seed = 1;
 };

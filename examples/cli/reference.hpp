@@ -27,7 +27,7 @@ inline constexpr auto momentum = rwd::block(v = mu * v + f(x), x = x + v);
 inline constexpr auto leapfrog = rwd::leapfrog(x, v, 1_c, f);
 using momentum_t = std::remove_cv_t<decltype(momentum)>;
 using leapfrog_t = std::remove_cv_t<decltype(leapfrog)>;
-inline constexpr std::size_t width = 784, classes = 10;
+inline constexpr std::size_t side = 28, width = side * side, classes = 10;
 
 /// The convolutional network of --net cnn: each 28 x 28 image squeezed twice (space to depth, a
 /// permutation: nothing lost) into a 16 x 7 x 7 state, then momentum blocks whose f is a 3x3

@@ -111,6 +111,22 @@ std::string description(const std::string& net) {
   return "mlp: momentum blocks, f: " + ref::f.describe(ref::width) + ", linear head";
 }
 
+/// Whether --augment flip mirrors training image `i` in epoch `e`: a hash of (seed, epoch, image),
+/// so both modes, every rank and every run with the seed see the same images.
+bool flipped(const train_options& o, std::size_t e, std::size_t i) {
+  if (o.augment != "flip") return false;
+  std::uint64_t z = (std::uint64_t{o.seed} << 40) ^ (std::uint64_t{e} << 32) ^ i;  // splitmix64's finaliser
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return ((z ^ (z >> 31)) & 1) != 0;
+}
+
+/// Copies image `from` (side x side, row-major) to `to`, mirrored left to right.
+void mirror(const float* from, float* to, std::size_t side) {
+  for (std::size_t r = 0; r < side; ++r) std::reverse_copy(from + r * side, from + (r + 1) * side, to + r * side);
+}
+
 template <class Trainer>
 std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const train_options& o) {
   // B is the global batch; this process trains on its shard [first, first + b)
@@ -137,7 +153,8 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
     for (std::size_t s = 0; s < steps; ++s) {
       for (std::size_t j = 0; j < b; ++j) {
         const std::size_t i = order[s * B + first + j];
-        std::copy_n(data.train.images.begin() + static_cast<long>(i * W), W, batch.begin() + static_cast<long>(j * W));
+        if (flipped(o, e, i)) mirror(data.train.images.data() + i * W, batch.data() + j * W, ref::side);
+        else std::copy_n(data.train.images.begin() + static_cast<long>(i * W), W, batch.begin() + static_cast<long>(j * W));
         labels[j] = data.train.labels[i];
       }
       loss += trainer.loss_and_gradient(batch, labels, mode);
@@ -182,6 +199,8 @@ int run_train(const train_options& o) {
   if (o.net == "staged" && o.device == "cuda") throw rwd::error("rewind: --net staged trains on the CPU (the CUDA backend has no staged network yet)");
   if (o.net == "staged" && ranks > 1) throw rwd::error("rewind: --net staged trains in one process (its data-parallel replica is not built yet)");
   if (o.net == "staged" && o.mode == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");
+  if (o.augment == "flip" && o.net == "cnn")
+    throw rwd::error("rewind: --augment flip mirrors the image as read; --net cnn squeezes it when it is read (use --net staged)");
   if (o.batch % static_cast<std::size_t>(ranks) != 0)
     throw rwd::error(fmt::format("rewind: --batch {} does not split into {} equal shards (one per rank)", o.batch, ranks));
   if (!(o.mu > 0 && o.mu <= 1)) throw rwd::error("rewind: --mu must be in (0, 1]");
@@ -198,14 +217,14 @@ int run_train(const train_options& o) {
   const bool is_cnn = o.net == "cnn" || o.net == "staged";
   const auto budget = is_cnn ? rwd::budget<float>(ref::cnn::momentum, rwd::env{}.set("mu", o.mu)) : rwd::budget<float>(ref::momentum, rwd::env{}.set("mu", o.mu));
   fmt::print("rewind train: {}\n  {}\n  {} train / {} test samples{}, depth {}, mu {} (float32 budget L* = {}), batch {}, "
-             "adam lr {}{}, {} epoch(s), seed {}\n  {}\n",
+             "adam lr {}{}, {} epoch(s), seed {}{}\n  {}\n",
              data.source,
              description(o.net),
              o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count,
              o.test_limit ? std::min(o.test_limit, data.test.count) : data.test.count, o.train_limit ? " (limited)" : "",
              o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
              o.lr_schedule == "cosine" ? " (cosine decay)" : "",
-             o.epochs, o.seed,
+             o.epochs, o.seed, o.augment == "flip" ? ", images mirrored at random (--augment flip)" : "",
              ranks == 1 ? std::string("1 process")
                         : fmt::format("{} ranks (MPI data parallelism): {} samples of each batch per rank, gradients all-reduced "
                                       "while the backward pass runs", ranks, o.batch / static_cast<std::size_t>(ranks)));
@@ -228,10 +247,10 @@ int run_train(const train_options& o) {
                100 * final_stored, 100 * final_rev, 100 * (final_rev - final_stored), ms_rev / ms_stored);
   if (o.json.empty()) return 0;
   std::string json = fmt::format(
-      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"lr_schedule\": \"{}\", \"optimizer\": \"adam\", "
+      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"lr_schedule\": \"{}\", \"augment\": \"{}\", \"optimizer\": \"adam\", "
       "\"seed\": {}, \"train_samples\": {}, \"ranks\": {}, \"device\": \"{}\"}},\n \"epochs\": [\n",
       o.net, std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
-      json_number(o.lr), o.lr_schedule, o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
+      json_number(o.lr), o.lr_schedule, o.augment, o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
   std::string csv = "mode,epoch,loss,train_acc,test_acc,seconds,step_ms,peak_bytes\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];

@@ -1,0 +1,30 @@
+# `rewind train --augment flip` trains on mirrored images: on the same seed and schedule its loss
+# differs from the run without it, and a second run with it gives the same loss (the mirrors are
+# drawn from the seed, not from the clock).
+#   -DPROG=rewind -DDATA=folder -DOUT=folder
+file(REMOVE_RECURSE "${OUT}")
+file(MAKE_DIRECTORY "${OUT}")
+function(loss_of name augment result)
+  execute_process(COMMAND "${PROG}" train --net staged --data "${DATA}" --depth 1 --batch 16 --epochs 1 --mode reversible
+                          --augment ${augment} --json "${OUT}/${name}.json" RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "train --augment ${augment} failed: ${rc}")
+  endif()
+  file(READ "${OUT}/${name}.json" json)
+  string(JSON got GET "${json}" config augment)
+  if(NOT got STREQUAL augment)
+    message(FATAL_ERROR "config.augment is ${got}, not ${augment}")
+  endif()
+  string(JSON loss GET "${json}" epochs 0 loss)
+  set(${result} "${loss}" PARENT_SCOPE)
+endfunction()
+loss_of(plain none plain)
+loss_of(flip flip flip)
+loss_of(again flip again)
+message(STATUS "loss: none ${plain}, flip ${flip}, flip again ${again}")
+if(plain STREQUAL flip)
+  message(FATAL_ERROR "--augment flip changed nothing: loss ${plain} both ways")
+endif()
+if(NOT flip STREQUAL again)
+  message(FATAL_ERROR "--augment flip is not reproducible: loss ${flip}, then ${again}")
+endif()
