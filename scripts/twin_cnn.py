@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
-"""The CNN of `rewind train --net cnn` in PyTorch, beside rewind, in one run: parity and step time.
+"""The CNNs of `rewind train --net cnn|staged` in PyTorch, beside rewind, in one run: parity and step time.
 
-The network: each 28 x 28 image squeezed twice (torch.nn.functional.pixel_unshuffle, twice) into
+--net cnn: each 28 x 28 image squeezed twice (torch.nn.functional.pixel_unshuffle, twice) into
 16 x 7 x 7; momentum blocks (v <- mu v + f(x); x <- x + v; v starts at 0) whose f is
-Conv2d(16, 32, 3, padding=1) -> GroupNorm(8, 32) -> ReLU -> Conv2d(32, 16, 3, padding=1); a linear
+Conv2d(c, 32, 3, padding=1) -> GroupNorm(8, 32) -> ReLU -> Conv2d(32, c, 3, padding=1); a linear
 head over the state flattened channels last (rewind's storage order), softmax cross-entropy.
+--net staged: a stem Conv2d(1, 16, 3, padding=1) -> ReLU on the image; three stages of --depth
+momentum blocks with the same f at 16 x 28 x 28, 64 x 14 x 14 and 256 x 7 x 7, x and v squeezed
+(pixel_unshuffle) between them; the head averages over the positions and applies Linear(256, 10).
 
   parity  rewind trains the network for a short while and saves its weights as safetensors; the
-          twin loads them (by their names: layer{l}.f.{k}.weight, head.weight, ...) and classifies
+          twin loads them (by their names: layer{l}.f.{k}.weight or stem.0.weight,
+          stage{s}.layer{l}.f.{k}.weight, and head.weight, ...) and classifies
           the same test images: its accuracy must be rewind's (a difference of at most one image
           in a thousand, where float sums in another order tip a tie).
   time    one training step (loss, gradient, SGD update with lr 0.01 and momentum 0.9) on a batch
-          of 128 uniform pixels, labels j mod 10: rewind's (`rewind memory --net cnn`, stored and
+          of 128 uniform pixels, labels j mod 10: rewind's (`rewind memory --net ...`, stored and
           reversible) and the twin's, stored (autograd keeps every layer) and reversible (a
-          torch.autograd.Function that rewinds x <- x - v; v <- (v - f(x)) / mu and applies
-          each layer's vector-Jacobian product). Rounds are interleaved, every configuration in
+          torch.autograd.Function per stack that rewinds x <- x - v; v <- (v - f(x)) / mu and
+          applies each layer's vector-Jacobian product; staged, like rewind, keeps each stage's
+          input). Rounds are interleaved, every configuration in
           its own process; the report gives medians over rounds and rewind / torch per mode.
 
 Not a test: the machine's other load moves every number; compare ratios within one run.
@@ -22,6 +27,7 @@ Not a test: the machine's other load moves every number; compare ratios within o
   apt-get install python3-torch   (Debian's build, with its slower BLAS; the report says which
                                    torch it ran), or `pip install torch` (about 3 GB of wheels)
   /usr/bin/python3 scripts/twin_cnn.py --rewind build/bin/rewind --depth 8 --rounds 3
+  /usr/bin/python3 scripts/twin_cnn.py --net staged --depth 2 --rounds 3
 """
 import argparse
 import gzip
@@ -83,8 +89,8 @@ class Twin:
         h = F.relu(F.group_norm(F.conv2d(x, w[0], w[1], padding=1), 8, w[2], w[3], eps=1e-5))
         return F.conv2d(h, w[4], w[5], padding=1)
 
-    def stack(self, layers, x):
-        v = self.torch.zeros_like(x)
+    def stack(self, layers, x, v=None):
+        v = self.torch.zeros_like(x) if v is None else v
         for w in layers:
             v = MU * v + self.f(w, x)
             x = x + v
@@ -92,6 +98,43 @@ class Twin:
 
     def logits(self, head, x):  # the state flattened channels last, as rewind stores it
         return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1) @ head[0].T + head[1]
+
+
+class StagedTwin(Twin):
+    """The staged network: stem, stages of momentum blocks with squeezes between them, pooled head."""
+
+    STAGES = 3
+
+    def inputs(self, images):  # (B, 28, 28) -> (B, 1, 28, 28)
+        return images.reshape(-1, 1, 28, 28)
+
+    def stem(self, w, images):
+        return self.F.relu(self.F.conv2d(images, w[0], w[1], padding=1))
+
+    def squeeze(self, x, v):
+        return self.F.pixel_unshuffle(x, 2), self.F.pixel_unshuffle(v, 2)
+
+    def network(self, stem, stages, images, run_stack=None):
+        run_stack = run_stack or self.stack
+        x, v = self.stem(stem, images), None
+        for s, layers in enumerate(stages):
+            if s > 0:
+                x, v = self.squeeze(x, v)
+            x, v = run_stack(layers, x, v if v is not None else self.torch.zeros_like(x))
+        return x
+
+    def logits(self, head, x):  # average over the positions, then linear
+        return x.mean((2, 3)) @ head[0].T + head[1]
+
+
+def f_weights(t, prefix):
+    return [t[f"{prefix}f.{k}.{n}"] for k, n in ((0, "weight"), (0, "bias"), (1, "weight"), (1, "bias"), (3, "weight"), (3, "bias"))]
+
+
+def staged_weights_from(torch, tensors, depth):
+    t = {k: torch.from_numpy(v) for k, v in tensors.items()}
+    stages = [[f_weights(t, f"stage{s + 1}.layer{l}.") for l in range(depth)] for s in range(StagedTwin.STAGES)]
+    return [t["stem.0.weight"], t["stem.0.bias"]], stages, [t["head.weight"], t["head.bias"]]
 
 
 def weights_from(torch, tensors, depth):
@@ -107,7 +150,7 @@ def parity(args):
 
     with tempfile.TemporaryDirectory() as tmp:
         weights, report = os.path.join(tmp, "w.safetensors"), os.path.join(tmp, "train.json")
-        subprocess.run([args.rewind, "train", "--net", "cnn", "--depth", str(args.depth), "--epochs", "1", "--lr", "1e-3",
+        subprocess.run([args.rewind, "train", "--net", args.net, "--depth", str(args.depth), "--epochs", "1", "--lr", "1e-3",
                         "--train-limit", str(args.train_limit), "--test-limit", str(args.test_limit), "--mode", "reversible",
                         "--save", weights, "--json", report], check=True, capture_output=True)
         tensors = load_safetensors(weights)
@@ -115,10 +158,15 @@ def parity(args):
             theirs = json.load(f)["final"]["reversible"]["test_acc"]
     images = read_idx(f"{DATA}/t10k-images-idx3-ubyte.gz")[:args.test_limit].astype(np.float32) / 255.0
     labels = read_idx(f"{DATA}/t10k-labels-idx1-ubyte.gz")[:args.test_limit].astype(np.int64)
-    twin = Twin(torch, args.depth)
-    layers, head = weights_from(torch, tensors, args.depth)
     with torch.no_grad():
-        x, _ = twin.stack(layers, twin.inputs(torch.from_numpy(images)))
+        if args.net == "staged":
+            twin = StagedTwin(torch, args.depth)
+            stem, stages, head = staged_weights_from(torch, tensors, args.depth)
+            x = twin.network(stem, stages, twin.inputs(torch.from_numpy(images)))
+        else:
+            twin = Twin(torch, args.depth)
+            layers, head = weights_from(torch, tensors, args.depth)
+            x, _ = twin.stack(layers, twin.inputs(torch.from_numpy(images)))
         ours = float((twin.logits(head, x).argmax(1) == torch.from_numpy(labels)).float().mean())
     agree = abs(ours - theirs) <= 1e-3 + 1e-9
     print(f"parity: rewind's weights after one epoch on {args.train_limit} images (depth {args.depth}), test accuracy on "
@@ -126,40 +174,22 @@ def parity(args):
     return agree
 
 
-def run_torch(reversible, depth, batch, steps):
-    import numpy as np
-    import torch
-
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
-    torch.manual_seed(1)
-    twin = Twin(torch, depth)
-    rng = np.random.default_rng(7)
-    images = torch.from_numpy(rng.uniform(0, 1, size=(batch, 28, 28)).astype(np.float32))
-    y = torch.arange(batch) % CLASSES
-    conv0, norm, conv3 = torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.GroupNorm(8, 32), torch.nn.Conv2d(32, 16, 3, padding=1)
-    layers = []
-    for _ in range(depth):
-        conv0.reset_parameters(), norm.reset_parameters(), conv3.reset_parameters()
-        with torch.no_grad():
-            conv3.weight.mul_(0.02)  # each map's last layer starts small, as rewind's does
-        layers.append([p.detach().clone().requires_grad_() for p in (conv0.weight, conv0.bias, norm.weight, norm.bias, conv3.weight, conv3.bias)])
-    head = [(torch.rand(CLASSES, 784) * 0.1 - 0.05).requires_grad_(), torch.zeros(CLASSES, requires_grad=True)]
-    params = [p for w in layers for p in w] + head
-    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
-    x0 = twin.inputs(images)
+def stack_rewind(torch, twin, depth):
+    """A torch.autograd.Function over one stack of `depth` blocks: (x, v, *weights) -> (x, v), keeping
+    only its outputs and the weights; its backward pass rewinds the stack layer by layer."""
 
     class Rewind(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, x, *flat):
+        def forward(ctx, x, v, *flat):
             with torch.no_grad():
-                x, v = twin.stack([flat[6 * l:6 * l + 6] for l in range(depth)], x)
-            ctx.save_for_backward(x, v, *flat)  # only the output and the weights
-            return x
+                x, v = twin.stack([flat[6 * l:6 * l + 6] for l in range(depth)], x, v)
+            ctx.save_for_backward(x, v, *flat)
+            return x, v
 
         @staticmethod
-        def backward(ctx, xb):
+        def backward(ctx, xb, vb):
             x, v, *flat = ctx.saved_tensors
-            grads, vb = [None] * len(flat), torch.zeros_like(xb)
+            grads = [None] * len(flat)
             for l in reversed(range(depth)):
                 x_prev = x - v
                 with torch.enable_grad():
@@ -171,18 +201,60 @@ def run_torch(reversible, depth, batch, steps):
                 grads[6 * l:6 * l + 6] = parts[:6]
                 x, v = x_prev, (v - f.detach()) / MU
                 xb, vb = xb + parts[6], MU * g
-            return (xb, *grads)
+            return (xb, vb, *grads)
 
-    def loss():
-        if reversible:
-            x = Rewind.apply(x0, *[p for w in layers for p in w])
-        else:
-            x, _ = twin.stack(layers, x0)
-        return torch.nn.functional.cross_entropy(twin.logits(head, x), y)
+    return Rewind
+
+
+def run_torch(net, reversible, depth, batch, steps):
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    torch.manual_seed(1)
+    twin = StagedTwin(torch, depth) if net == "staged" else Twin(torch, depth)
+    rng = np.random.default_rng(7)
+    images = torch.from_numpy(rng.uniform(0, 1, size=(batch, 28, 28)).astype(np.float32))
+    y = torch.arange(batch) % CLASSES
+
+    def blocks(c):  # each map's last layer starts small, as rewind's does
+        conv0, norm, conv3 = torch.nn.Conv2d(c, 32, 3, padding=1), torch.nn.GroupNorm(8, 32), torch.nn.Conv2d(32, c, 3, padding=1)
+        layers = []
+        for _ in range(depth):
+            conv0.reset_parameters(), norm.reset_parameters(), conv3.reset_parameters()
+            with torch.no_grad():
+                conv3.weight.mul_(0.02)
+            layers.append([p.detach().clone().requires_grad_() for p in (conv0.weight, conv0.bias, norm.weight, norm.bias, conv3.weight, conv3.bias)])
+        return layers
+
+    rewind = stack_rewind(torch, twin, depth)
+
+    def run_stack(layers, x, v):
+        return rewind.apply(x, v, *[p for w in layers for p in w]) if reversible else twin.stack(layers, x, v)
+
+    x0 = twin.inputs(images)
+    if net == "staged":
+        stem_conv = torch.nn.Conv2d(1, 16, 3, padding=1)
+        stem = [stem_conv.weight.detach().clone().requires_grad_(), stem_conv.bias.detach().clone().requires_grad_()]
+        stages = [blocks(16 * 4 ** s) for s in range(StagedTwin.STAGES)]
+        head = [(torch.rand(CLASSES, 256) * 0.1 - 0.05).requires_grad_(), torch.zeros(CLASSES, requires_grad=True)]
+        params = stem + [p for layers in stages for w in layers for p in w] + head
+
+        def final():
+            return twin.network(stem, stages, x0, run_stack)
+    else:
+        layers = blocks(16)
+        head = [(torch.rand(CLASSES, 784) * 0.1 - 0.05).requires_grad_(), torch.zeros(CLASSES, requires_grad=True)]
+        params = [p for w in layers for p in w] + head
+
+        def final():
+            return run_stack(layers, x0, torch.zeros_like(x0))[0]
+
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
 
     def once():
         opt.zero_grad(set_to_none=True)
-        loss().backward()
+        torch.nn.functional.cross_entropy(twin.logits(head, final()), y).backward()
         opt.step()
 
     once()  # warm-up
@@ -195,7 +267,7 @@ def run_torch(reversible, depth, batch, steps):
 
 
 def measure_torch(mode, args):
-    cmd = [sys.executable, __file__, "--child", mode, "--depth", str(args.depth), "--batch", str(args.batch), "--steps", str(args.steps)]
+    cmd = [sys.executable, __file__, "--child", mode, "--net", args.net, "--depth", str(args.depth), "--batch", str(args.batch), "--steps", str(args.steps)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         return None, "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]
@@ -206,7 +278,7 @@ def measure_torch(mode, args):
 def measure_rewind(args):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rewind.json")
-        subprocess.run([args.rewind, "memory", "--net", "cnn", "--depths", str(args.depth), "--modes", "stored,reversible", "--batch",
+        subprocess.run([args.rewind, "memory", "--net", args.net, "--depths", str(args.depth), "--modes", "stored,reversible", "--batch",
                         str(args.batch), "--steps", str(args.steps), "--json", path], check=True, capture_output=True)
         with open(path) as f:
             return {f"rewind-{r['mode']}": r["step_ms_median"] for r in json.load(f)["rows"]}
@@ -215,7 +287,8 @@ def measure_rewind(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rewind", default="build/bin/rewind", help="the rewind program")
-    p.add_argument("--depth", type=int, default=8)
+    p.add_argument("--net", choices=["cnn", "staged"], default="cnn", help="the network of rewind train --net")
+    p.add_argument("--depth", type=int, default=8, help="blocks (staged: per stage)")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=5, help="measured steps per run (median)")
     p.add_argument("--rounds", type=int, default=3)
@@ -225,13 +298,14 @@ def main():
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        ms, what = run_torch(args.child == "reversible", args.depth, args.batch, args.steps)
+        ms, what = run_torch(args.net, args.child == "reversible", args.depth, args.batch, args.steps)
         print(json.dumps({"ms": ms, "what": what}))
         return
     agree = parity(args)
     names = ["rewind-stored", "rewind-reversible", "torch-stored", "torch-reversible"]
     times, what = {n: [] for n in names}, {"rewind-stored": args.rewind, "rewind-reversible": args.rewind}
-    print(f"depth {args.depth}, batch {args.batch}, state 16x7x7, f conv3x3 32 -> group norm 8 -> relu -> conv3x3, float32, mu {MU}; "
+    shape = "stem conv3x3 16, stages 16x28x28, 64x14x14, 256x7x7" if args.net == "staged" else "state 16x7x7"
+    print(f"{args.net}: depth {args.depth}, batch {args.batch}, {shape}, f conv3x3 32 -> group norm 8 -> relu -> conv3x3, float32, mu {MU}; "
           f"ms per step (median of {args.steps}), {args.rounds} interleaved rounds, {len(os.sched_getaffinity(0))} CPUs")
     for r in range(args.rounds):
         for name, ms in measure_rewind(args).items():
@@ -252,7 +326,7 @@ def main():
             print(f"rewind {mode} / torch {mode}: {ratios[mode]:.3f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"config": {"depth": args.depth, "batch": args.batch, "steps": args.steps, "rounds": args.rounds},
+            json.dump({"config": {"net": args.net, "depth": args.depth, "batch": args.batch, "steps": args.steps, "rounds": args.rounds},
                        "parity": agree, "runs_ms": times, "median_ms": medians, "what": what, "rewind_over_torch": ratios}, f, indent=1)
     if not agree:
         sys.exit(1)
