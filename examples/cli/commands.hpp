@@ -19,7 +19,7 @@ int run_explain(const explain_options& o);
 struct memory_options {
   std::vector<std::size_t> depths{8, 32, 128, 512};
   std::vector<std::string> modes{"stored", "reversible"};  // and/or "checkpointed"
-  std::size_t batch = 128, width = 784;
+  std::size_t batch = 128, width = 784, grain = 0;  // grain: samples per chunk (0: the network's own)
   double mu = 0.9;
   int steps = 5;
   std::vector<int> threads{0};  // thread counts to measure (0: the CPUs this process may use)
@@ -49,7 +49,7 @@ struct trajectory_options {
 int run_trajectory(const trajectory_options& o);
 
 struct train_options {
-  std::size_t depth = 64, batch = 128, epochs = 3, train_limit = 0, test_limit = 0;
+  std::size_t depth = 64, batch = 128, epochs = 3, train_limit = 0, test_limit = 0, grain = 0;  // grain: 0, the network's own
   double mu = 0.9, lr = 1e-4;
   std::string mode = "both", data = "/usr/share/datasets/fashion-mnist", json, device = "cpu", save, net = "mlp", lr_schedule = "constant", augment = "none";
   bool data_given = false, synthetic = false;

@@ -36,8 +36,10 @@ constexpr std::size_t hidden = 16;
 /// 16 x 7 x 7 state (28 x 28 inputs squeezed twice).
 rwd::options options_of(const memory_options& o) {
   const rwd::options opt{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true};
-  if (o.net == "staged") return {.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true, .grain = ref::cnn::grain};
-  return o.net == "cnn" ? ref::cnn::options(opt) : opt;
+  return ref::with_grain(o.net == "staged" ? rwd::options{.width = o.width, .batch = o.batch, .classes = ref::classes, .seed = 1, .lossy = true, .grain = ref::cnn::grain}
+                         : o.net == "cnn"  ? ref::cnn::options(opt)
+                                           : opt,
+                         o.grain);
 }
 rwd::staged_layout<ref::staged::stem_t, ref::staged::block_t> staged_layout(std::size_t depth) {
   return {ref::staged::stages(depth), ref::classes};
@@ -227,8 +229,8 @@ class busy_loop {
 
 row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, int threads, bool busy, const memory_options& o) {
   const std::string cmd = fmt::format("'{}' memory --child --depths {} --child-mode {} --batch {} --width {} --steps {} "
-                                      "--mu {} --threads {} --device {} --net {}",
-                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device, o.net);
+                                      "--mu {} --threads {} --device {} --net {} --grain {}",
+                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device, o.net, o.grain);
   std::optional<busy_loop> spinner;
   if (busy) spinner.emplace();
   FILE* p = popen(cmd.c_str(), "r");
@@ -396,9 +398,9 @@ int run_memory(const memory_options& o, const std::string& self) {
   if (o.json.empty()) return 0;
 
   std::string json = fmt::format(
-      "{{\"config\": {{\"net\": \"{}\", \"width\": {}, \"hidden\": {}, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, "
+      "{{\"config\": {{\"net\": \"{}\", \"width\": {}, \"hidden\": {}, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, \"grain\": {}, "
       "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
-      o.net, o.width, o.net != "mlp" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
+      o.net, o.width, o.net != "mlp" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, options_of(o).grain, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
       rounds, json_number(gemm), o.device);
   std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops,threads,busy\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {

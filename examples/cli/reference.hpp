@@ -29,6 +29,12 @@ using momentum_t = std::remove_cv_t<decltype(momentum)>;
 using leapfrog_t = std::remove_cv_t<decltype(leapfrog)>;
 inline constexpr std::size_t side = 28, width = side * side, classes = 10;
 
+/// `o` with `grain` samples per chunk of a CPU step, unless grain is 0 (the network's own).
+inline rwd::options with_grain(rwd::options o, std::size_t grain) {
+  if (grain != 0) o.grain = grain;
+  return o;
+}
+
 /// The convolutional network of --net cnn: each 28 x 28 image squeezed twice (space to depth, a
 /// permutation: nothing lost) into a 16 x 7 x 7 state, then momentum blocks whose f is a 3x3
 /// convolution to 32 channels, group norm (8 groups), relu and a 3x3 convolution back to 16

@@ -134,7 +134,7 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
   const std::size_t first = b * static_cast<std::size_t>(current_job().rank);
   const rwd::options mlp{.width = W, .batch = b, .classes = ref::classes, .seed = o.seed};
   const rwd::options staged{.width = W, .batch = b, .classes = ref::classes, .seed = o.seed, .grain = ref::cnn::grain};
-  Trainer trainer(o.depth, o.net == "cnn" ? ref::cnn::options(mlp) : o.net == "staged" ? staged : mlp, o.mu);
+  Trainer trainer(o.depth, ref::with_grain(o.net == "cnn" ? ref::cnn::options(mlp) : o.net == "staged" ? staged : mlp, o.grain), o.mu);
   const std::size_t n = o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count;
   const std::size_t steps = n / B;
   if (steps == 0) throw rwd::error("rewind: fewer training samples than one batch");
@@ -247,10 +247,10 @@ int run_train(const train_options& o) {
                100 * final_stored, 100 * final_rev, 100 * (final_rev - final_stored), ms_rev / ms_stored);
   if (o.json.empty()) return 0;
   std::string json = fmt::format(
-      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"lr_schedule\": \"{}\", \"augment\": \"{}\", \"optimizer\": \"adam\", "
+      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"lr_schedule\": \"{}\", \"augment\": \"{}\", \"grain\": {}, \"optimizer\": \"adam\", "
       "\"seed\": {}, \"train_samples\": {}, \"ranks\": {}, \"device\": \"{}\"}},\n \"epochs\": [\n",
       o.net, std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
-      json_number(o.lr), o.lr_schedule, o.augment, o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
+      json_number(o.lr), o.lr_schedule, o.augment, o.grain, o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
   std::string csv = "mode,epoch,loss,train_acc,test_acc,seconds,step_ms,peak_bytes\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
