@@ -265,6 +265,43 @@ TEST_CASE("squeeze is torch's pixel_unshuffle in the channels-last layout, and u
 }
 
 namespace {
+// the resolution-changing layers inside maps that end on the state's shape (dense_same)
+inline constexpr auto squeeze_down = rwd::map<"r1">(rwd::squeeze, rwd::conv<4, 1>, rwd::relu, rwd::dense_same);
+inline constexpr auto pool_down = rwd::map<"r2">(rwd::avg_pool<2>, rwd::tanh, rwd::dense_same);
+inline constexpr auto conv_pool = rwd::map<"r3">(rwd::conv<3, 3>, rwd::avg_pool<3>, rwd::dense_same);
+}  // namespace
+
+TEST_CASE("squeeze and average pooling layers run on every executor, and their backward is their forward's transpose") {
+  check_map(squeeze_down, rwd::tensor_shape{2, 4, 6});
+  check_map(pool_down, rwd::tensor_shape{3, 4, 2});
+  check_map(conv_pool, rwd::tensor_shape{2, 6, 3});
+  using S = std::remove_cv_t<decltype(squeeze_down)>;
+  using P = std::remove_cv_t<decltype(conv_pool)>;
+  CHECK(S::shape(rwd::tensor_shape{2, 4, 6})[0].output == rwd::tensor_shape{8, 2, 3});
+  CHECK(rwd::map_layout<S>::refusal(rwd::tensor_shape{2, 3, 6}).find("its layer 0 (squeeze) cannot take a 2x3x6 input") != std::string::npos);
+  CHECK(rwd::map_layout<P>::refusal(rwd::tensor_shape{2, 6, 4}).find("its layer 1 (avg pool 3) cannot take a 3x6x4 input") != std::string::npos);
+}
+
+TEST_CASE("average pooling is torch's AvgPool2d(K) in the channels-last layout") {
+  // two samples of 2 channels x 4 x 6, value 100 b + 10 y + x + ch / 10 at (y, x)
+  const rwd::tensor_shape s{2, 4, 6};
+  std::vector<double> in(s.size() * 2), out(2 * 2 * 2 * 3), back(in.size());
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t y = 0; y < 4; ++y)
+      for (std::size_t x = 0; x < 6; ++x)
+        for (std::size_t ch = 0; ch < 2; ++ch) in[((b * 4 + y) * 6 + x) * 2 + ch] = 100.0 * b + 10.0 * y + x + ch / 10.0;
+  const rwd::avg_pool_op<double> pool{in.data(), out.data(), s, 2, true};
+  for (std::size_t col = 0; col < 2 * 2 * 3; ++col) pool(col);
+  // sample 1, output (1, 2), channel 1: the mean of (y, x) in {2, 3} x {4, 5}
+  CHECK(out[((1 * 2 + 1) * 3 + 2) * 2 + 1] == doctest::Approx(100 + 25 + 4.5 + 0.1));
+  CHECK(out[0] == doctest::Approx(5.5));
+  // the adjoint spreads each output's cotangent over its window, divided by K K
+  const rwd::avg_pool_op<double> adjoint{back.data(), out.data(), s, 2, false};
+  for (std::size_t col = 0; col < s.positions() * 2; ++col) adjoint(col);
+  CHECK(back[((1 * 4 + 3) * 6 + 5) * 2 + 1] == doctest::Approx((100 + 25 + 4.5 + 0.1) / 4));
+}
+
+namespace {
 using namespace rwd::literals;
 inline constexpr auto dropout_inside = rwd::map<"d1">(rwd::dense<16>, rwd::tanh, rwd::dropout(0.5_c), rwd::dense_same);
 inline constexpr auto dropout_first = rwd::map<"d2">(rwd::dropout(0.2_c), rwd::dense_same);

@@ -34,6 +34,11 @@
 #include "expr.hpp"
 #include "tensor_shape.hpp"
 
+/// What a map's layers may be, for the static_assert that refuses anything else.
+#define REWIND_MAP_LAYERS                                                                                   \
+  "rewind: the layers of a map are dense<N>, dense_same, conv<N, K>, conv_same<K>, group_norm<G>, "        \
+  "layer_norm, dropout(p), squeeze, avg_pool<K>, or activations such as rwd::tanh"
+
 namespace rwd {
 
 /// A dense layer y = W u + b with N outputs; N == 0 means "as wide as the state".
@@ -178,6 +183,43 @@ struct layer_kind<dropout_layer<N, D>> {
   static std::string describe(tensor_shape) { return "dropout " + detail::format_rational(dropout_layer<N, D>::p); }
 };
 
+/// Space to depth by 2 as a layer (Glow's and i-RevNet's squeeze, torch's pixel_unshuffle(x, 2)):
+/// c x h x w becomes 4c x h/2 x w/2, nothing learned; h and w must be even. In a stem or a
+/// transition map it halves the resolution: rwd::squeeze then rwd::conv<N, 1> is a 2x2
+/// convolution with stride 2.
+struct squeeze_layer {};
+inline constexpr squeeze_layer squeeze{};
+
+template <>
+struct layer_kind<squeeze_layer> {
+  static constexpr tensor_shape out(tensor_shape in, tensor_shape) { return {4 * in.c, in.h / 2, in.w / 2}; }
+  static constexpr std::size_t parameter_count(tensor_shape, tensor_shape) { return 0; }
+  static constexpr long long fixed_width = -1;
+  static constexpr bool keeps_output = false;
+  static constexpr double bound(double x) { return x; }
+  static std::string describe(tensor_shape) { return "squeeze"; }
+};
+
+/// Average pooling over K x K windows with stride K (torch.nn.AvgPool2d(K)): c x h x w becomes
+/// c x h/K x w/K, nothing learned; h and w must be multiples of K.
+template <std::size_t K>
+struct avg_pool_layer {
+  static_assert(K > 0, "rewind: a pooling window has at least one position");
+  static constexpr std::size_t window = K;
+};
+template <std::size_t K>
+inline constexpr avg_pool_layer<K> avg_pool{};
+
+template <std::size_t K>
+struct layer_kind<avg_pool_layer<K>> {
+  static constexpr tensor_shape out(tensor_shape in, tensor_shape) { return {in.c, in.h / K, in.w / K}; }
+  static constexpr std::size_t parameter_count(tensor_shape, tensor_shape) { return 0; }
+  static constexpr long long fixed_width = -1;
+  static constexpr bool keeps_output = false;
+  static constexpr double bound(double x) { return x; }
+  static std::string describe(tensor_shape) { return "avg pool " + std::to_string(K); }
+};
+
 /// A layer of a map: a type with a layer_kind.
 template <class L>
 concept map_layer = requires { layer_kind<L>::out(tensor_shape{}, tensor_shape{}); };
@@ -295,8 +337,7 @@ template <fixed_string Name, class... Layers>
 constexpr auto map(Layers...) {
   static_assert(sizeof...(Layers) > 0, REWIND_E012);
   static_assert((map_layer<Layers> && ...),
-                "rewind: the layers of a map are dense<N>, dense_same, conv<N, K>, conv_same<K>, "
-                "group_norm<G>, layer_norm, or activations such as rwd::tanh");
+                REWIND_MAP_LAYERS);
   static_assert(detail::output_is_state_width<Layers...>(), REWIND_E008);
   return learned_map<name_of<Name>, undeclared_slope, undeclared_range, Layers...>{};
 }
@@ -308,9 +349,19 @@ template <fixed_string Name, class... Layers>
 constexpr auto stem(Layers...) {
   static_assert(sizeof...(Layers) > 0, REWIND_E012);
   static_assert((map_layer<Layers> && ...),
-                "rewind: the layers of a map are dense<N>, dense_same, conv<N, K>, conv_same<K>, "
-                "group_norm<G>, layer_norm, or activations such as rwd::tanh");
+                REWIND_MAP_LAYERS);
   return learned_map<name_of<Name>, undeclared_slope, undeclared_range, Layers...>{};
+}
+
+/// A map between two stages of a staged network (rwd::staged_layout) that is not inverted: it
+/// reads the output variable where a stage ends, which is kept, and writes the next stage's input
+/// variable (the others restart at zero, as a stem leaves them), so its output may have any
+/// shape: the next stage's state. A ResNet's downsampling block, as momentumnet keeps it:
+/// rwd::transition<"down">(rwd::squeeze, rwd::conv<32, 1>) is a 2x2 convolution with stride 2
+/// to 32 channels. Layers as in rwd::map.
+template <fixed_string Name, class... Layers>
+constexpr auto transition(Layers... layers) {
+  return stem<Name>(layers...);
 }
 
 namespace detail {

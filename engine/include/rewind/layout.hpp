@@ -25,6 +25,7 @@
 #include <rewind/engine/layers/conv.hpp>
 #include <rewind/engine/layers/dense.hpp>
 #include <rewind/engine/layers/group_norm.hpp>
+#include <rewind/engine/layers/resample.hpp>
 #include <rewind/engine/parameter_file.hpp>
 #include <rewind/engine/safetensors.hpp>
 

@@ -45,6 +45,7 @@
 #include "layers/dense.hpp"
 #include "layers/dropout.hpp"
 #include "layers/group_norm.hpp"
+#include "layers/resample.hpp"
 
 namespace rwd {
 

@@ -1,12 +1,13 @@
 // rewind cpu: a staged network on the CPU (rewind/engine/staged.hpp): a stem map on the kept
-// input, stages of a block stacked on the stages' shapes with a squeeze between them, a pooled
-// linear head; the gradient in stored, reversible or checkpointed mode through the Eigen executor,
+// input, stages of a block stacked on the stages' shapes with a transition between them (a squeeze,
+// or a map whose input is kept), a pooled linear head; the gradient in stored, reversible or checkpointed mode through the Eigen executor,
 // on a team of threads over chunks of the batch (chunked_step.hpp), the same bit for bit on any
 // number of threads.
 //
 // Memory: every buffer of a step comes from the model's tracker, sized by closed forms (plan()):
-// the state and cotangents, the tape (stored: every layer's; reversible and checkpointed: each
-// later stage's starting state, and checkpointed its segments' states), one workspace per thread
+// the state and cotangents (at the widest stage's width), the tape (stored: every layer's and each
+// kept transition's input; reversible and checkpointed: each boundary's state, and checkpointed
+// its segments' states), one workspace per thread
 // and one gradient slab per chunk. The input batch is the caller's and is read again by the
 // stem's backward pass: nothing is copied of it.
 #pragma once
@@ -32,29 +33,34 @@
 
 namespace rwd::cpu {
 
-template <class T, class Stem, class Block>
-class staged_model : public parameter_owner<T, staged_layout<Stem, Block>> {
-  using owner = parameter_owner<T, staged_layout<Stem, Block>>;
+template <class T, class Stem, class Block, class Down = squeeze_boundary>
+class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>> {
+  using owner = parameter_owner<T, staged_layout<Stem, Block, Down>>;
   using owner::layout_, owner::params_, owner::grads_, owner::check_parameters, owner::training_noise;
 
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::staged_model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
   static constexpr std::size_t ns = Block::state_size;
-  using step_type = staged_step<T, Stem, Block, executor<T>>;
+  using step_type = staged_step<T, Stem, Block, executor<T>, Down>;
   using lane = typename step_type::lane_type;
 
  public:
   using scalar = T;
   using block_type = Block;
-  using layout_type = staged_layout<Stem, Block>;
+  using layout_type = staged_layout<Stem, Block, Down>;
 
   /// A network of stem `Stem` on inputs of shape net.input, then net.depths[s] blocks per stage
   /// (a squeeze before each stage after the first), then the pooled head. From the options: batch,
   /// classes, seed, input and output variables, output_init_scale, checkpoint_every, lossy, grain
   /// (width and shape, when set, must be the input's).
-  staged_model(Stem, Block, const stages& net, const options& o, const env& bindings = {})
-      : owner(staged_layout<Stem, Block>(net, o.classes), o.seed), o_(o), bindings_(bindings) {
+  staged_model(Stem stem, Block block, const stages& net, const options& o, const env& bindings = {})
+    requires std::is_same_v<Down, squeeze_boundary>
+      : staged_model(stem, Down{}, block, net, o, bindings) {}
+  /// The same with the kept transition `Down` (a map made by rwd::transition) before each stage
+  /// after the first.
+  staged_model(Stem, Down, Block, const stages& net, const options& o, const env& bindings = {})
+      : owner(layout_type(net, o.classes), o.seed), o_(o), bindings_(bindings) {
     if (o_.batch == 0 || o_.classes == 0) throw error("rewind: a model needs batch and classes of at least 1");
     if ((o_.width != 0 && o_.width != net.input.size()) || (o_.shape.c != 0 && !(o_.shape == net.input)))
       throw error("rewind: options.width/shape (" + std::to_string(o_.width) + ", " + o_.shape.text() + ") are not the network's input " +
@@ -118,7 +124,7 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block>> {
     rwd::check_labels(labels, o_.batch, o_.classes);
     check_parameters();
     if (m == mode::exact)
-      throw error("rewind: a staged network has no exact mode (its squeezes would reorder the fixed-point ledger); use mode::checkpointed");
+      throw error("rewind: a staged network has no exact mode (its transitions would reorder or drop the fixed-point ledger); use mode::checkpointed");
     if (m == mode::reversible && !o_.lossy)
       for (std::size_t s = 0; s < layout_.stage_count(); ++s)
         rwd::detail::check_rewind_budget<T, Block>(budget_, layout_.depths[s], bindings_, "use mode::checkpointed, or options.lossy",

@@ -195,6 +195,14 @@ struct group_norm_parameter_gradient_op {
   }
 };
 
+/// x[i] = value for every index i.
+template <class T>
+struct fill_op {
+  T* x;
+  T value;
+  REWIND_HOST_DEVICE void operator()(std::size_t i) const { x[i] = value; }
+};
+
 /// The shape space_to_depth makes of s: 4c x h/2 x w/2.
 constexpr tensor_shape squeezed(tensor_shape s) { return {4 * s.c, s.h / 2, s.w / 2}; }
 
@@ -220,6 +228,38 @@ struct squeeze_op {
           else from[ch] = to[4 * ch];
         }
       }
+  }
+};
+
+/// Average pooling over k x k windows with stride k of a batch of c x h x w samples, per output
+/// position `col` of every sample (c x h/k x w/k each). With `forward` false, its adjoint per
+/// input position `col`: dx = g / (k k) of the window holding it (a gather).
+template <class T>
+struct avg_pool_op {
+  T* x;  // c x h x w per sample
+  T* y;  // c x h/k x w/k per sample
+  tensor_shape s;
+  std::size_t k = 2;
+  bool forward = true;
+  REWIND_HOST_DEVICE void operator()(std::size_t col) const {
+    const std::size_t hk = s.h / k, wk = s.w / k, c = s.c;
+    const T scale = T(1) / static_cast<T>(k * k);
+    if (forward) {
+      const std::size_t q = col % (hk * wk), b = col / (hk * wk), oy = q / wk, ox = q % wk;
+      T* to = y + col * c;
+      for (std::size_t ch = 0; ch < c; ++ch) to[ch] = T(0);
+      for (std::size_t dy = 0; dy < k; ++dy)
+        for (std::size_t dx = 0; dx < k; ++dx) {
+          const T* from = x + (b * s.h * s.w + (oy * k + dy) * s.w + ox * k + dx) * c;
+          for (std::size_t ch = 0; ch < c; ++ch) to[ch] += from[ch];
+        }
+      for (std::size_t ch = 0; ch < c; ++ch) to[ch] *= scale;
+    } else {
+      const std::size_t q = col % (s.h * s.w), b = col / (s.h * s.w), iy = q / s.w, ix = q % s.w;
+      const T* from = y + (b * hk * wk + (iy / k) * wk + ix / k) * c;
+      T* to = x + col * c;
+      for (std::size_t ch = 0; ch < c; ++ch) to[ch] = from[ch] * scale;
+    }
   }
 };
 
