@@ -31,6 +31,7 @@ struct command_line {
     ex->add_option("--block,--net", explain.block, "momentum, leapfrog, coupling, cnn (the block of train --net cnn), staged (the network of train --net staged, stage by stage) or all")
         ->check(CLI::IsMember({"all", "momentum", "leapfrog", "coupling", "cnn", "staged"}));
     ex->add_option("--depth", explain.depth, "--block staged: blocks per stage")->check(CLI::PositiveNumber);
+    ex->add_option("--transition", explain.transition, "between the stages of --net staged: squeeze (space to depth, inverted) or strided (a kept 2x2 convolution with stride 2 to 64 channels: 16x28x28, 64x14x14, 64x7x7)")->check(CLI::IsMember({"squeeze", "strided"}));
     ex->add_option("--mu", explain.mu, "momentum coefficient, in (0, 1]");
     ex->add_option("--slope", explain.slope, "slope interval LO,HI of the maps' Jacobian")->delimiter(',')->expected(2);
 
@@ -42,6 +43,7 @@ struct command_line {
     me->add_option("--width", memory.width, "state width (mlp)")->check(CLI::PositiveNumber);
     me->add_option("--net", memory.net, "mlp, cnn or staged (the networks of train --net, on 28 x 28 inputs; staged: depth blocks per stage)")
         ->check(CLI::IsMember({"mlp", "cnn", "staged"}));
+    me->add_option("--transition", memory.transition, "between the stages of --net staged: squeeze (space to depth, inverted) or strided (a kept 2x2 convolution with stride 2 to 64 channels: 16x28x28, 64x14x14, 64x7x7)")->check(CLI::IsMember({"squeeze", "strided"}));
     me->add_option("--grain", memory.grain, "samples per chunk of a CPU step (0: the network's own, 32 for mlp, 8 for cnn and staged)");
     me->add_option("--mu", memory.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
     me->add_option("--steps", memory.steps, "measured steps per configuration (median)")->check(CLI::PositiveNumber);
@@ -84,6 +86,7 @@ struct command_line {
         ->check(CLI::IsMember({"stored", "reversible", "checkpointed", "exact", "both"}));
     train_epochs = ta->add_option("--epochs", train.epochs, "epochs (--net staged: default 6)")->check(CLI::PositiveNumber);
     ta->add_option("--batch", train.batch, "batch size")->check(CLI::PositiveNumber);
+    ta->add_option("--transition", train.transition, "between the stages of --net staged: squeeze (space to depth, inverted) or strided (a kept 2x2 convolution with stride 2 to 64 channels: 16x28x28, 64x14x14, 64x7x7)")->check(CLI::IsMember({"squeeze", "strided"}));
     ta->add_option("--grain", train.grain, "samples per chunk of a CPU step (0: the network's own, 32 for mlp, 8 for cnn and staged)");
     train_lr = ta->add_option("--lr", train.lr, "Adam learning rate (--net staged: default 2e-3)")->check(CLI::PositiveNumber);
     train_schedule = ta->add_option("--lr-schedule", train.lr_schedule, "constant, or cosine (decayed along half a cosine to 0 at the last step; --net staged: the default)")

@@ -11,6 +11,7 @@ struct explain_options {
   std::string block = "all";
   double mu = 0.9;
   std::size_t depth = 4;  // --block staged: blocks per stage
+  std::string transition = "squeeze";  // --block staged: squeeze or strided
   std::vector<double> slope;
 };
 std::string explain_text(const explain_options& o);
@@ -20,6 +21,7 @@ struct memory_options {
   std::vector<std::size_t> depths{8, 32, 128, 512};
   std::vector<std::string> modes{"stored", "reversible"};  // and/or "checkpointed"
   std::size_t batch = 128, width = 784, grain = 0;  // grain: samples per chunk (0: the network's own)
+  std::string transition = "squeeze";                 // --net staged: squeeze or strided
   double mu = 0.9;
   int steps = 5;
   std::vector<int> threads{0};  // thread counts to measure (0: the CPUs this process may use)
@@ -51,7 +53,8 @@ int run_trajectory(const trajectory_options& o);
 struct train_options {
   std::size_t depth = 64, batch = 128, epochs = 3, train_limit = 0, test_limit = 0, grain = 0;  // grain: 0, the network's own
   double mu = 0.9, lr = 1e-4;
-  std::string mode = "both", data = "/usr/share/datasets/fashion-mnist", json, device = "cpu", save, net = "mlp", lr_schedule = "constant", augment = "none";
+  std::string mode = "both", data = "/usr/share/datasets/fashion-mnist", json, device = "cpu", save, net = "mlp", lr_schedule = "constant", augment = "none",
+              transition = "squeeze";
   bool data_given = false, synthetic = false;
   unsigned seed = 1;
 };

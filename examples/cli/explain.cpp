@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "report.hpp"
+#include "transitions.hpp"
 
 namespace rewind_cli {
 
@@ -32,8 +33,10 @@ std::string explain_text(const explain_options& o) {
   if (all || o.block == "cnn")
     out += rwd::explain(ref::cnn::momentum, e, fmt::format("cnn: momentum (mu = {}) on a {} state", o.mu, ref::cnn::state.text())) + "\n";
   if (all || o.block == "staged") {
-    const rwd::staged_layout<ref::staged::stem_t, ref::staged::block_t> net(ref::staged::stages(o.depth), ref::classes);
-    out += rwd::explain<float>(net, e) + "\n";
+    out += ref::staged::with_transition(o.transition, [&](auto down) {
+      const rwd::staged_layout<ref::staged::stem_t, ref::staged::block_t, typename decltype(down)::type> net(ref::staged::stages(o.depth), ref::classes);
+      return rwd::explain<float>(net, e) + "\n";
+    });
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "gpu.hpp"
 #include "report.hpp"
+#include "transitions.hpp"
 
 namespace rewind_cli {
 
@@ -41,9 +42,6 @@ rwd::options options_of(const memory_options& o) {
                                            : opt,
                          o.grain);
 }
-rwd::staged_layout<ref::staged::stem_t, ref::staged::block_t> staged_layout(std::size_t depth) {
-  return {ref::staged::stages(depth), ref::classes};
-}
 /// Flops of one 3x3 bottleneck layer's forward pass (two convolutions, c -> 32 -> c) on a batch
 /// of states of shape s: 2 B positions 9 (c 32 + 32 c).
 double conv_layer_flops(rwd::tensor_shape s, std::size_t batch) {
@@ -57,7 +55,7 @@ double layer_flops(const memory_options& o) {
   if (o.net == "cnn") return conv_layer_flops(ref::cnn::state, o.batch);
   if (o.net == "staged") {
     double n = 0;
-    for (const auto& s : staged_layout(1).shapes) n += conv_layer_flops(s, o.batch);
+    for (const auto& s : ref::staged::shapes(o.transition)) n += conv_layer_flops(s, o.batch);
     return n;
   }
   return 4.0 * static_cast<double>(o.width) * hidden * static_cast<double>(o.batch);
@@ -102,11 +100,13 @@ row measure_model(Model& model, std::size_t depth, rwd::cpu::mode m, const memor
 
 row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   const rwd::env mu = rwd::env{}.set("mu", o.mu);
-  if (o.net == "staged") {
-    rwd::cpu::staged_model<float, ref::staged::stem_t, ref::staged::block_t> model(ref::staged::stem, ref::staged::block_t{}, ref::staged::stages(depth),
-                                                                                   options_of(o), mu);
-    return measure_model(model, depth, m, o);
-  }
+  if (o.net == "staged")
+    return ref::staged::with_transition(o.transition, [&](auto down) {
+      using Down = typename decltype(down)::type;
+      rwd::cpu::staged_model<float, ref::staged::stem_t, ref::staged::block_t, Down> model(ref::staged::stem, Down{}, ref::staged::block_t{},
+                                                                                         ref::staged::stages(depth), options_of(o), mu);
+      return measure_model(model, depth, m, o);
+    });
   if (o.net == "cnn") {
     rwd::cpu::model<float, ref::cnn::momentum_t> model(ref::cnn::momentum, depth, options_of(o), mu);
     return measure_model(model, depth, m, o);
@@ -187,7 +187,7 @@ double gemm_gflops(const memory_options& o) {
   if (o.net == "cnn") return 3 * layer_flops(o) / conv_gemm_seconds(ref::cnn::state, o.batch) / 1e9;
   if (o.net == "staged") {
     double seconds = 0;
-    for (const auto& s : staged_layout(1).shapes) seconds += conv_gemm_seconds(s, o.batch);
+    for (const auto& s : ref::staged::shapes(o.transition)) seconds += conv_gemm_seconds(s, o.batch);
     return 3 * layer_flops(o) / seconds / 1e9;
   }
   using M = Eigen::MatrixXf;
@@ -229,8 +229,8 @@ class busy_loop {
 
 row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, int threads, bool busy, const memory_options& o) {
   const std::string cmd = fmt::format("'{}' memory --child --depths {} --child-mode {} --batch {} --width {} --steps {} "
-                                      "--mu {} --threads {} --device {} --net {} --grain {}",
-                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device, o.net, o.grain);
+                                      "--mu {} --threads {} --device {} --net {} --grain {} --transition {}",
+                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device, o.net, o.grain, o.transition);
   std::optional<busy_loop> spinner;
   if (busy) spinner.emplace();
   FILE* p = popen(cmd.c_str(), "r");
@@ -268,6 +268,7 @@ int run_memory(const memory_options& o, const std::string& self) {
   if (o.threads.empty()) throw rwd::error("rewind: --threads needs at least one count");
   if (o.net != "mlp" && o.width != ref::width) throw rwd::error("rewind: --net " + o.net + " takes 28 x 28 inputs: --width is 784");
   if (o.net == "staged" && o.device == "cuda") throw rwd::error("rewind: --net staged runs on the CPU (the CUDA backend has no staged network yet)");
+  if (o.net != "staged" && o.transition != "squeeze") throw rwd::error("rewind: --transition is for --net staged, whose stages it joins");
   for (const auto& name : o.modes)
     if (o.net == "staged" && name == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");
   rwd::cpu::set_threads(o.threads.front());
@@ -306,7 +307,8 @@ int run_memory(const memory_options& o, const std::string& self) {
                                     : fmt::format("width {}, map {}", o.width, ref::f.describe(o.width));
   if (o.net == "staged") {
     net = "staged, stem " + ref::staged::stem.describe(ref::cnn::image) + ", three stages of `depth` blocks on";
-    for (const auto& s : staged_layout(1).shapes) net += " " + s.text();
+    for (const auto& s : ref::staged::shapes(o.transition)) net += " " + s.text();
+    net += o.transition == "strided" ? ", strided transitions (kept)" : ", squeezes between them";
     net += ", map " + ref::cnn::f.describe();
   }
   fmt::print("rewind memory: {}, batch {}, float32, mu {}, {}, median of {} steps{}\n", net, o.batch, o.mu, where, o.steps,
@@ -398,9 +400,9 @@ int run_memory(const memory_options& o, const std::string& self) {
   if (o.json.empty()) return 0;
 
   std::string json = fmt::format(
-      "{{\"config\": {{\"net\": \"{}\", \"width\": {}, \"hidden\": {}, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, \"grain\": {}, "
+      "{{\"config\": {{\"net\": \"{}\", \"width\": {}, \"hidden\": {}, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, \"grain\": {}, \"transition\": \"{}\", "
       "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
-      o.net, o.width, o.net != "mlp" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, options_of(o).grain, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
+      o.net, o.width, o.net != "mlp" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, options_of(o).grain, o.transition, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
       rounds, json_number(gemm), o.device);
   std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops,threads,busy\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {

@@ -72,6 +72,11 @@ using stem_t = std::remove_cv_t<decltype(stem)>;
 using block_t = cnn::momentum_t;
 /// Three stages of `depth` blocks each, on the image.
 inline rwd::stages stages(std::size_t depth) { return {cnn::image, {depth, depth, depth}}; }
+/// --transition strided: the stages meet at a kept transition instead of a squeeze, a 2x2
+/// convolution with stride 2 to 64 channels (squeeze, then 1x1), as a ResNet's downsampling block
+/// (its input is kept; the velocity restarts at zero): 16x28x28, 64x14x14, 64x7x7.
+inline constexpr auto strided = rwd::transition<"down">(rwd::squeeze, rwd::conv<64, 1>);
+using strided_t = std::remove_cv_t<decltype(strided)>;
 }  // namespace staged
 
 /// A network's initial parameters for a model's options, as every engine makes them (the

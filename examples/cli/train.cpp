@@ -13,6 +13,7 @@
 #include "idx.hpp"
 #include "parallel.hpp"
 #include "report.hpp"
+#include "transitions.hpp"
 
 namespace rewind_cli {
 
@@ -56,11 +57,12 @@ struct cpu_trainer {
   void save(const std::string& path) const { model.save(path); }
 };
 
-/// The staged network on the CPU (one process: its replicas are not built).
+/// The staged network on the CPU with transition Down (one process: its replicas are not built).
+template <class Down>
 struct staged_trainer {
-  rwd::cpu::staged_model<float, ref::staged::stem_t, ref::staged::block_t> model;
+  rwd::cpu::staged_model<float, ref::staged::stem_t, ref::staged::block_t, Down> model;
   staged_trainer(std::size_t depth, const rwd::options& o, double mu)
-      : model(ref::staged::stem, ref::staged::block_t{}, ref::staged::stages(depth), o, rwd::env{}.set("mu", mu)) {}
+      : model(ref::staged::stem, Down{}, ref::staged::block_t{}, ref::staged::stages(depth), o, rwd::env{}.set("mu", mu)) {}
   float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return model.loss_and_gradient(b, l, m); }
   void apply(const rwd::adam& a) { model.apply(a); }
   std::vector<int> predict(std::span<const float> b) { return model.predict(b); }
@@ -97,15 +99,18 @@ std::string save_path(const train_options& o, const std::string& name) {
   return (p.parent_path() / (p.stem().string() + "." + name + p.extension().string())).string();
 }
 
-/// The network of --net, in a line.
-std::string description(const std::string& net) {
+/// The network of --net (and --transition), in a line.
+std::string description(const std::string& net, const std::string& transition) {
   if (net == "cnn")
     return "cnn: image squeezed twice to " + ref::cnn::state.text() + ", momentum blocks, f: " + ref::cnn::f.describe(ref::cnn::state) + ", linear head";
   if (net == "staged") {
-    const rwd::staged_layout<ref::staged::stem_t, ref::staged::block_t> a(ref::staged::stages(1), ref::classes);
+    const auto shapes = ref::staged::shapes(transition);
+    const std::string between = transition == "strided" ? "transition " + std::string(ref::staged::strided.name) + " (kept): " : "squeeze, ";
     std::string text = "staged: stem " + ref::staged::stem.describe(ref::cnn::image);
-    for (std::size_t s = 0; s < a.stage_count(); ++s)
-      text += fmt::format("; {}stage {}: momentum blocks on {}, f: {}", s ? "squeeze, " : "", s + 1, a.shapes[s].text(), ref::cnn::f.describe(a.shapes[s]));
+    for (std::size_t s = 0; s < shapes.size(); ++s)
+      text += fmt::format("; {}stage {}: momentum blocks on {}, f: {}",
+                          s == 0 ? "" : transition == "strided" ? between + ref::staged::strided.describe(shapes[s - 1]) + ", " : between, s + 1,
+                          shapes[s].text(), ref::cnn::f.describe(shapes[s]));
     return text + "; pool, linear head";
   }
   return "mlp: momentum blocks, f: " + ref::f.describe(ref::width) + ", linear head";
@@ -198,6 +203,7 @@ int run_train(const train_options& o) {
   }
   if (o.net == "staged" && o.device == "cuda") throw rwd::error("rewind: --net staged trains on the CPU (the CUDA backend has no staged network yet)");
   if (o.net == "staged" && ranks > 1) throw rwd::error("rewind: --net staged trains in one process (its data-parallel replica is not built yet)");
+  if (o.net != "staged" && o.transition != "squeeze") throw rwd::error("rewind: --transition is for --net staged, whose stages it joins");
   if (o.net == "staged" && o.mode == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");
   if (o.augment == "flip" && o.net == "cnn")
     throw rwd::error("rewind: --augment flip mirrors the image as read; --net cnn squeezes it when it is read (use --net staged)");
@@ -219,7 +225,7 @@ int run_train(const train_options& o) {
   fmt::print("rewind train: {}\n  {}\n  {} train / {} test samples{}, depth {}, mu {} (float32 budget L* = {}), batch {}, "
              "adam lr {}{}, {} epoch(s), seed {}{}\n  {}\n",
              data.source,
-             description(o.net),
+             description(o.net, o.transition),
              o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count,
              o.test_limit ? std::min(o.test_limit, data.test.count) : data.test.count, o.train_limit ? " (limited)" : "",
              o.depth, o.mu, budget.unlimited() ? std::string("unlimited") : std::to_string(budget.layers), o.batch, o.lr,
@@ -232,7 +238,9 @@ int run_train(const train_options& o) {
   for (const char* m : {"stored", "reversible", "checkpointed", "exact"})
     if ((o.mode == "both" && (std::string(m) == "stored" || std::string(m) == "reversible")) || o.mode == m) {
       auto r = o.device == "cuda"  ? train_one<gpu_trainer>(data, parse_mode(m), o)
-               : o.net == "staged" ? train_one<staged_trainer>(data, parse_mode(m), o)
+               : o.net == "staged" ? ref::staged::with_transition(o.transition, [&](auto down) {
+                                         return train_one<staged_trainer<typename decltype(down)::type>>(data, parse_mode(m), o);
+                                       })
                : is_cnn            ? train_one<cpu_trainer<ref::cnn::momentum_t>>(data, parse_mode(m), o)
                                   : train_one<cpu_trainer<ref::momentum_t>>(data, parse_mode(m), o);
       rows.insert(rows.end(), r.begin(), r.end());
@@ -247,10 +255,10 @@ int run_train(const train_options& o) {
                100 * final_stored, 100 * final_rev, 100 * (final_rev - final_stored), ms_rev / ms_stored);
   if (o.json.empty()) return 0;
   std::string json = fmt::format(
-      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"lr_schedule\": \"{}\", \"augment\": \"{}\", \"grain\": {}, \"optimizer\": \"adam\", "
+      "{{\"config\": {{\"net\": \"{}\", \"data\": \"{}\", \"depth\": {}, \"mu\": {}, \"batch\": {}, \"epochs\": {}, \"lr\": {}, \"lr_schedule\": \"{}\", \"augment\": \"{}\", \"transition\": \"{}\", \"grain\": {}, \"optimizer\": \"adam\", "
       "\"seed\": {}, \"train_samples\": {}, \"ranks\": {}, \"device\": \"{}\"}},\n \"epochs\": [\n",
       o.net, std::string(data.source.starts_with("Fashion") ? "fashion-mnist" : "synthetic"), o.depth, json_number(o.mu), o.batch, o.epochs,
-      json_number(o.lr), o.lr_schedule, o.augment, o.grain, o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
+      json_number(o.lr), o.lr_schedule, o.augment, o.transition, o.grain, o.seed, o.train_limit ? std::min(o.train_limit, data.train.count) : data.train.count, ranks, o.device);
   std::string csv = "mode,epoch,loss,train_acc,test_acc,seconds,step_ms,peak_bytes\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
