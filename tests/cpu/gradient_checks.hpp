@@ -79,4 +79,18 @@ void check_gradient_fd(Block b, std::size_t depth, std::string_view input = "x",
   }
 }
 
+/// m's loss and gradient in reversible and checkpointed mode against stored mode's (float32:
+/// loss to 1e-6, every parameter to 1e-4 relative).
+template <class Model, class T>
+void check_modes_match_stored(Model&& m, const std::vector<T>& batch, const std::vector<int>& y) {
+  const T loss = m.loss_and_gradient(batch, y, rwd::mode::stored);
+  const std::vector<T> stored(m.gradients().begin(), m.gradients().end());
+  for (auto md : {rwd::mode::reversible, rwd::mode::checkpointed}) {
+    CHECK(m.loss_and_gradient(batch, y, md) == doctest::Approx(loss).epsilon(1e-6));
+    const auto g = rwd::agreement<T>("parameters", stored, m.gradients());
+    CAPTURE(rwd::to_string(md));
+    CHECK(g.max_rel_error < 1e-4);
+  }
+}
+
 }  // namespace cpu_tests

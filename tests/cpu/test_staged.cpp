@@ -94,16 +94,7 @@ TEST_CASE("staged network: gradients against central differences in float64, eve
 TEST_CASE("staged network: reversible and checkpointed equal stored in float32; dropout replayed") {
   const auto batch = cpu_tests::random_batch<float>(64 * 8, 9);
   const auto y = cpu_tests::labels(8, C);
-  const auto compare = [&](auto&& m) {
-    const float loss = m.loss_and_gradient(batch, y, rwd::mode::stored);
-    const std::vector<float> stored(m.gradients().begin(), m.gradients().end());
-    for (auto md : {rwd::mode::reversible, rwd::mode::checkpointed}) {
-      CHECK(m.loss_and_gradient(batch, y, md) == doctest::Approx(loss).epsilon(1e-6));
-      const auto g = rwd::agreement<float>("parameters", stored, m.gradients());
-      CAPTURE(rwd::to_string(md));
-      CHECK(g.max_rel_error < 1e-4);
-    }
-  };
+  const auto compare = [&](auto&& m) { cpu_tests::check_modes_match_stored(m, batch, y); };
   compare(make<float>(three, 8));
   compare(make<float>(three, 8, momentum_dropout));
   // dropout is on in training: the loss differs from the same weights without it
