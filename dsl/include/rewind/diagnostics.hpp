@@ -63,6 +63,10 @@
   "rewind E015: the budget analysis of a block handles at most 32 distinct learned maps and "    \
   "elementwise functions (one slope variable each, however often it is called); share maps "      \
   "between updates"
+#define REWIND_E016                                                                              \
+  "rewind E016: a stem or a transition (rwd::stem, rwd::transition) has no dropout: its "        \
+  "backward pass recomputes it outside the step's dropout key, so its masks could not be drawn " \
+  "again; put dropout in the blocks' maps"
 
 namespace rwd {
 

@@ -342,6 +342,13 @@ constexpr auto map(Layers...) {
   return learned_map<name_of<Name>, undeclared_slope, undeclared_range, Layers...>{};
 }
 
+namespace detail {
+template <class L>
+inline constexpr bool is_dropout = false;
+template <long long N, long long D>
+inline constexpr bool is_dropout<dropout_layer<N, D>> = true;
+}  // namespace detail
+
 /// A map that starts a staged network (rwd::staged_layout): it reads the network's input, which
 /// is kept (it is not inverted), so its output may have any shape: the first stage's state.
 /// Layers as in rwd::map; conv_same<K> keeps the input's channels.
@@ -350,6 +357,7 @@ constexpr auto stem(Layers...) {
   static_assert(sizeof...(Layers) > 0, REWIND_E012);
   static_assert((map_layer<Layers> && ...),
                 REWIND_MAP_LAYERS);
+  static_assert(!(detail::is_dropout<Layers> || ...), REWIND_E016);
   return learned_map<name_of<Name>, undeclared_slope, undeclared_range, Layers...>{};
 }
 
