@@ -36,6 +36,13 @@ struct chunking {
   std::size_t chunks() const { return (batch + columns - 1) / columns; }
 };
 
+/// out[i] += in[i] for i < n, in one vector pass.
+template <class T>
+void add_into(T* __restrict out, const T* __restrict in, std::size_t n) {
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i) out[i] += in[i];
+}
+
 /// One step (see the top of this file). lane_of(c, work, slab) makes chunk c's lane with its
 /// thread's workspace and its slab; forward(lane), after_forward(), head(lane, losses) (each
 /// sample's loss into losses[sample], the head's gradient into the slab; the head is part
@@ -73,12 +80,16 @@ double chunked_step(memory_tracker& tracker, team_choice& team_state, const chun
       ++sweeps;
       barrier.arrive_and_wait();
     };
-    const auto sum_slabs = [&](bool go, gradient_part part) {  // in chunk order, whatever the threads
-      const std::size_t share = (part.count + threads - 1) / threads;
-      for (std::size_t i = t * share; go && i < std::min(part.count, (t + 1) * share); ++i) {
-        T sum = slabs[i];
-        for (std::size_t c = 1; c < nc; ++c) sum += slabs[c * slab + i];
-        grads[part.offset + i] = sum;
+    // In chunk order for every element, whatever the threads; by pieces that stay in L1, each a
+    // copy of chunk 0's slab and one vector pass per further chunk.
+    const auto sum_slabs = [&](bool go, gradient_part part) {
+      constexpr std::size_t piece = 2048;
+      const std::size_t share = (part.count + threads - 1) / threads, end = std::min(part.count, (t + 1) * share);
+      T* const out = grads.data() + part.offset;
+      for (std::size_t i = t * share; go && i < end; i += piece) {
+        const std::size_t n = std::min(piece, end - i);
+        std::copy_n(slabs.data() + i, n, out + i);
+        for (std::size_t c = 1; c < nc; ++c) add_into(out + i, slabs.data() + c * slab + i, n);
       }
       barrier.arrive_and_wait();
     };
