@@ -2,6 +2,7 @@
 // thousands of layers deep with spills, the ledger empty again at the end.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -155,6 +156,72 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread o
       CHECK(s[static_cast<std::size_t>(k)] == start);
       CHECK(books[static_cast<std::size_t>(k)]->empty());
     }
+  }
+#ifdef REWIND_EXACT_DISPATCH
+  rwd::cpu::detail::exact_avx512 = wide;
+#endif
+}
+
+TEST_CASE("ledger: the vectorised loop moves words for neighbours whose stacks have different heights") {
+  // The heads of a batch grow alike, so the vector loop usually moves a word for all its lanes at
+  // one height; here element i first takes (i mod 11) * 7 extra multiplications on its own, so
+  // lanes side by side spill and refill at different layers and heights.
+#ifdef REWIND_EXACT_DISPATCH
+  const bool wide = rwd::cpu::detail::exact_avx512;
+  SUBCASE("the loops the CPU is given") {}
+  SUBCASE("the loops for any x86-64") { rwd::cpu::detail::exact_avx512 = false; }
+#endif
+  rwd::cpu::memory_tracker t;
+  const std::size_t elements = 1000 + 3;
+  const auto fp = rwd::cpu::fixed_point::of(30);
+  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {7, 3}}) {
+    CAPTURE(n);
+    CAPTURE(d);
+    const int depth = n > d ? 12 : 300;  // 7/3 multiplies the state by 2^1.22 a layer
+    std::mt19937_64 rng(static_cast<unsigned>(7 * n + d));
+    std::vector<std::int64_t> start(elements);
+    for (auto& v : start) v = static_cast<std::int64_t>(rng() % (1ull << 24)) - (std::int64_t{1} << 23);
+    std::vector<std::vector<float>> g(static_cast<std::size_t>(depth), std::vector<float>(elements));
+    std::normal_distribution<float> normal;
+    for (auto& layer : g)
+      for (auto& x : layer) x = 0.25f * normal(rng);
+    rwd::cpu::ledger reference(t, elements, {{n, d}}), book(t, elements, {{n, d}});
+    const rwd::cpu::exact_ratio a(n, d, reference);
+    // the extra operations grow each element's ledger: multiplications where n/d < 1, divisions where n/d > 1
+    const auto stagger = [&](std::vector<std::int64_t>& s, rwd::cpu::ledger& l, bool undo) {
+      for (std::size_t i = 0; i < elements; ++i)
+        for (std::size_t k = 0; k < (i % 11) * 7; ++k)
+          s[i] = (a.forward_grows != undo) ? rwd::cpu::multiply_exact(s[i], a, l, i) : rwd::cpu::divide_exact(s[i], a, l, i);
+    };
+    std::vector<std::int64_t> s0 = start, s1 = start;
+    stagger(s0, reference, false);
+    stagger(s1, book, false);
+    const std::vector<std::int64_t> staggered = s0;
+    CHECK(s1 == s0);
+    std::vector<float> shadow0(elements), shadow1(elements);
+    const std::vector<std::uint32_t> heights(book.heights(), book.heights() + elements);
+    bool same = true;
+    for (int layer = 0; layer < depth; ++layer) {
+      reference_layer(s0, g[static_cast<std::size_t>(layer)], shadow0, fp, a, reference, 0, true);
+      CHECK(rwd::cpu::scale_add_exact(s1.data(), g[static_cast<std::size_t>(layer)].data(), shadow1.data(), elements, fp, a, book, 0, true, 1));
+      same = same && s1 == s0 && shadow1 == shadow0;
+    }
+    CHECK(same);
+    CHECK(book.planes() == reference.planes());
+    CHECK(std::equal(book.heights(), book.heights() + elements, reference.heights()));
+    const auto [low, high] = std::minmax_element(book.heights(), book.heights() + elements);
+    CHECK(*low < *high);  // the stacks do have different heights
+    CHECK(!std::equal(heights.begin(), heights.end(), book.heights()));  // and words moved
+    for (int layer = depth; layer-- > 0;) {
+      reference_layer(s0, g[static_cast<std::size_t>(layer)], shadow0, fp, a, reference, 0, false);
+      CHECK(rwd::cpu::scale_add_exact(s1.data(), g[static_cast<std::size_t>(layer)].data(), shadow1.data(), elements, fp, a, book, 0, false, 1));
+      same = same && s1 == s0;
+    }
+    CHECK(same);
+    CHECK(s1 == staggered);
+    stagger(s1, book, true);
+    CHECK(s1 == start);
+    CHECK(book.empty());
   }
 #ifdef REWIND_EXACT_DISPATCH
   rwd::cpu::detail::exact_avx512 = wide;

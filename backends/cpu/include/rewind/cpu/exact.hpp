@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -118,16 +119,16 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
                              .inv_over = grows ? a.inv_small : a.inv_big,
                              .grows = grows};
   std::int64_t* head = l.heads() + first;
-  const std::uint32_t* height = l.heights() + first;
+  std::uint32_t* height = l.heights() + first;
   const std::int64_t bad = detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
     std::uint8_t later[detail::exact_tile] = {};  // the element's ledger moves a word: done after, in scalar
     std::int64_t any_later = 0, bad = 0;
 #ifdef REWIND_EXACT_DISPATCH
     if (detail::exact_avx512)
-      bad = detail::avx512::scale_tile(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
+      bad = detail::avx512::scale_tile(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, l, first + begin, later, any_later);
     else
 #endif
-      bad = detail::generic::scale_tile(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, later, any_later);
+      bad = detail::generic::scale_tile(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, l, first + begin, later, any_later);
     for (std::size_t i = 0; any_later && i < len; ++i) {
       if (!later[i]) continue;
       const std::size_t at = begin + i;

@@ -141,6 +141,10 @@ class ledger {
   std::int64_t low() const { return low_; }
   std::int64_t* heads() { return head_.data(); }
   const std::uint32_t* heights() const { return height_.data(); }
+  std::uint32_t* heights() { return height_.data(); }
+  /// Plane h of the stacks, added if no element has reached it yet (while the ledger is full, a
+  /// spare plane whose words are never read: the loop's settle() raises the error).
+  std::uint16_t* words(std::size_t h) { return plane(h); }
   /// Planes of the stack allocated (each one 16-bit word per element), and the bytes of the whole
   /// ledger (heads and planes).
   std::size_t planes() const { return count_.load(); }
