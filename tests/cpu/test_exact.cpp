@@ -106,6 +106,18 @@ TEST_CASE("exact: a value outside the fixed-point range is an error, not a wrong
   CHECK_NOTHROW(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::stored));
 }
 
+TEST_CASE("exact: x <- x + v leaving the fixed-point range is an error that names x") {
+  // every input is inside the range (+-2^3 with 48 fractional bits) but at its edge: the first
+  // layer's v = f(x) pushes x out wherever it has x's sign (x <- x + v runs in v's pass)
+  rwd::cpu::model<float, momentum_t> model(momentum, 4, {.width = 12, .batch = 4, .classes = 3, .exact_fraction_bits = 48},
+                                           rwd::env{}.set("mu", 0.9));
+  std::vector<float> batch(48);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = i % 2 ? 7.9999f : -7.9999f;
+  CHECK_THROWS_WITH_AS(model.loss_and_gradient(batch, std::vector<int>{0, 1, 2, 0}, rwd::cpu::mode::exact),
+                       doctest::Contains("a value of x ("), rwd::error);
+  CHECK(model.memory().live() == 0);
+}
+
 TEST_CASE("exact: a radix per state variable") {
   const rwd::env e = rwd::env{}.set("mu", 0.9);
   const auto batch = batch_of(48);

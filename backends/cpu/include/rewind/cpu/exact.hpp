@@ -57,6 +57,15 @@ inline bool exact_avx512 = [] {
 }();
 #endif
 
+/// One tile of add_state_exact, in the copy the CPU runs.
+template <class T>
+std::int64_t add_state_tiles(std::int64_t* s, const std::int64_t* t, T* shadow, std::size_t len, fixed_point fp, std::int64_t sign) {
+#ifdef REWIND_EXACT_DISPATCH
+  if (exact_avx512) return avx512::add_state_tile(s, t, shadow, len, fp, sign);
+#endif
+  return generic::add_state_tile(s, t, shadow, len, fp, sign);
+}
+
 /// Runs tile(begin, length) over `count` elements in tiles of exact_tile, on `threads` threads
 /// when the loop is large enough; returns the tiles' range flags or-ed.
 template <class Tile>
@@ -93,18 +102,26 @@ template <class T>
 bool add_state_exact(std::int64_t* s, const std::int64_t* t, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
   const std::int64_t sign = forward ? 1 : -1;
   return !detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
-#ifdef REWIND_EXACT_DISPATCH
-    if (detail::exact_avx512) return detail::avx512::add_state_tile(s + begin, t + begin, shadow + begin, len, fp, sign);
-#endif
-    return detail::generic::add_state_tile(s + begin, t + begin, shadow + begin, len, fp, sign);
+    return detail::add_state_tiles(s + begin, t + begin, shadow + begin, len, fp, sign);
   });
 }
 
+/// Another state variable's forward update fused after scale_add_exact's, tile by tile while the
+/// tile is in the cache: s <- s + the scaled variable's new fixed point (x <- x + v right after
+/// v <- mu v + f), with its shadow. No `s`: nothing fused.
+template <class T>
+struct then_add {
+  std::int64_t* s = nullptr;
+  T* shadow = nullptr;
+  fixed_point fp;
+};
+
 /// s <- (n/d) s + round(g) (forward) or s <- (d/n) (s - round(g)) (rewind), exactly, the digits
-/// that do not fit kept in ledger elements first .. first + count. Returns false as add_exact.
+/// that do not fit kept in ledger elements first .. first + count; then `then`, forward only.
+/// Returns false as add_exact.
 template <class T>
 bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_point fp, const exact_ratio& a, ledger& l,
-                     std::size_t first, bool forward, int threads) {
+                     std::size_t first, bool forward, int threads, then_add<T> then = {}) {
   // s = q m + r with m = d (forward) or n (rewind, after subtracting g); the ledger grows or
   // shrinks with r and gives the digit r'; s becomes q m' + r' (+ g) with m' the other term.
   const bool grows = forward == a.forward_grows;
@@ -139,6 +156,7 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
       s[at] = v;
       shadow[at] = fp.template value<T>(v);
     }
+    if (then.s) bad |= detail::add_state_tiles(then.s + begin, s + begin, then.shadow + begin, len, then.fp, 1);
     return bad;
   });
   l.settle();

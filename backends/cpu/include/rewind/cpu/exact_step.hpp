@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <rewind/engine.hpp>
@@ -99,10 +101,32 @@ class exact_step {
   }
   T from_fixed(std::int64_t v, std::size_t k) const { return radix_[k].template value<T>(v); }
 
+  /// Every update of layer l forward on a lane, nothing kept. An update that adds a scaled
+  /// variable to another right after its scaling (x <- x + v after v <- mu v + f) runs in the
+  /// same pass over the tiles, while v's new fixed point is still in the cache.
+  void forward_layer(const engine_type& eng, std::size_t l, lane& ln, state& fx) const {
+    bool done = false;  // the update was fused into the one before
+    hana::for_each(hana::make_range(hana::size_c<0>, hana::size_c<Block::size>), [&](auto k) {
+      constexpr std::size_t i = decltype(k)::value;
+      using U = std::remove_cvref_t<decltype(hana::at_c<i>(Block::updates()))>;
+      if (std::exchange(done, false)) return;
+      if constexpr (i + 1 < Block::size) {
+        using Next = std::remove_cvref_t<decltype(hana::at_c<i + 1>(Block::updates()))>;
+        if constexpr (adds_target_of<U, Next>()) {
+          done = update<U, Next>(eng, {l, i, false}, ln, fx, true, false);
+          return;
+        }
+      }
+      update<U>(eng, {l, i, false}, ln, fx, true, false);
+    });
+  }
+
   /// Update U at `at` (its layer and index) on a lane in fixed point, forward (s <- alpha*s + round(g)) or rewound,
-  /// and then, when asked, its adjoint.
-  template <class U>
-  void update(const engine_type& eng, update_site at, lane& ln, state& fx, bool forward, bool with_adjoint) const {
+  /// and then, when asked, its adjoint. Next, where given, adds U's target to another variable
+  /// (adds_target_of): forward, it is fused into U's pass where U scales and the fixed points
+  /// agree. Returns whether Next was done.
+  template <class U, class Next = void>
+  bool update(const engine_type& eng, update_site at, lane& ln, state& fx, bool forward, bool with_adjoint) const {
     using Layout = typename engine_type::template plan<U>::Layout;
     const std::size_t width = eng.dims().width(), nb = ln.count, count = width * nb, whole = width * eng.dims().batch;
     auto uf = eng.template frame_of<U>(ln);
@@ -120,10 +144,17 @@ class exact_step {
     std::int64_t* s = fx.s[t].data() + ln.first * width;
     T* shadow = ln.s[t].data();
     const int threads = detail::in_team() ? 1 : Eigen::nbThreads();  // a team's chunks, or one chunk on every thread
+    then_add<T> then{};  // Next, fused
+    std::size_t then_target = 0;
+    if constexpr (!std::is_void_v<Next>) {
+      then_target = rwd::detail::index_in<typename Next::target>(State{});
+      if (forward && a.num != a.den && radix_[then_target].bits == radix_[t].bits)
+        then = {fx.s[then_target].data() + ln.first * width, ln.s[then_target].data(), radix_[then_target]};
+    }
     const bool in_range = [&] {
       if (a.num != a.den)
         return scale_add_exact(s, g, shadow, count, radix_[t], exact_ratio(a.num, a.den, fx.book), fx.book,
-                               slot_[t] * whole + ln.first * width, forward, threads);
+                               slot_[t] * whole + ln.first * width, forward, threads, then);
       if constexpr (state_variable<typename U::g>) {  // x <- x + v: v's fixed point itself, where the radixes agree
         constexpr std::size_t k = Layout::template state_index<typename U::g>;
         if (radix_[k].bits == radix_[t].bits)
@@ -134,15 +165,26 @@ class exact_step {
     if (!in_range) [[unlikely]] {  // say which value: a map output, or the state it made
       for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(g[i]), t);
       for (std::size_t i = 0; i < count; ++i) to_fixed(static_cast<double>(s[i]) * radix_[t].unit, t);
+      for (std::size_t i = 0; then.s && i < count; ++i) to_fixed(static_cast<double>(then.s[i]) * then.fp.unit, then_target);
       throw error("rewind: exact mode: a value of " + variable_name(t) + " left the fixed-point range");  // not reached
     }
     if (with_adjoint) {
       uf.place_steps(steps, eng.dims().state, nb);
       eng.apply_adjoint(at, uf, ln);
     }
+    return then.s != nullptr;
   }
 
  private:
+  /// Whether update Next adds update U's target, as it is, to another variable (x <- x + v).
+  template <class U, class Next>
+  static constexpr bool adds_target_of() {
+    if constexpr (state_variable<typename Next::g> && constant_expression<typename Next::alpha>)
+      return std::is_same_v<typename Next::g, typename U::target> && !std::is_same_v<typename Next::target, typename U::target> &&
+             Next::alpha::value.num == Next::alpha::value.den;
+    else return false;
+  }
+
   /// alpha = n/d of update U, exactly: its rational constant, or its runtime value rationalised.
   template <class U>
   rational coefficient() const {

@@ -368,10 +368,7 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
     const engine_type eng = engine(training_noise());
     const std::vector<std::int64_t> start(fx.s[input_].data(), fx.s[input_].data() + wb);
     const auto forward_chunk = [&](lane& ln) {
-      for (std::size_t l = 0; l < depth_; ++l) {
-        std::size_t ui = 0;
-        hana::for_each(Block::updates(), [&](auto u) { exact_rules_->template update<decltype(u)>(eng, {l, ui++, false}, ln, fx, true, false); });
-      }
+      for (std::size_t l = 0; l < depth_; ++l) exact_rules_->forward_layer(eng, l, ln, fx);
     };
     const auto measure = [&] {
       exact_.ledger_planes = fx.book.planes();
