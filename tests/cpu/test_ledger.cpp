@@ -164,7 +164,7 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread o
 
 TEST_CASE("ledger: the vectorised loop moves words for neighbours whose stacks have different heights") {
   // The heads of a batch grow alike, so the vector loop usually moves a word for all its lanes at
-  // one height; here element i first takes (i mod 11) * 7 extra multiplications on its own, so
+  // one height; here element i first takes (i mod 11) * 7 extra operations of its own, so
   // lanes side by side spill and refill at different layers and heights.
 #ifdef REWIND_EXACT_DISPATCH
   const bool wide = rwd::cpu::detail::exact_avx512;
