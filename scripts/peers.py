@@ -181,10 +181,11 @@ def run_torch(reversible, depth, batch, mu, steps):
         w1, b1, w2, b2, head, head_b = params
         if reversible:
             x, _ = Rewind.apply(x0, torch.zeros_like(x0), w1, b1, w2, b2)
-        else:
+        else:  # unbind once: indexing the stacks per layer would make autograd write a whole stack-sized gradient per layer
+            layers = list(zip(*(t.unbind(0) for t in (w1, b1, w2, b2))))
             x, v = x0, torch.zeros_like(x0)
-            for l in range(depth):
-                v = mu * v + fmap(w1[l], b1[l], w2[l], b2[l], x)
+            for p in layers:
+                v = mu * v + fmap(*p, x)
                 x = x + v
         return torch.nn.functional.cross_entropy(x @ head.T + head_b, y)
 
