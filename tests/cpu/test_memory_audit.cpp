@@ -1,6 +1,7 @@
 // Memory measured by the tracking allocator against the closed-form plan, and the audit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -44,6 +45,33 @@ TEST_CASE("memory: the stored peak grows linearly with depth and equals the plan
   const std::size_t p512 = measured_peak<float>(b, 512, rwd::cpu::mode::stored);
   CHECK((p512 - p64) * (64 - 8) == (p64 - p8) * (512 - 64));
   CHECK(p512 > 50 * measured_peak<float>(b, 512, rwd::cpu::mode::reversible));
+}
+
+TEST_CASE("memory: the stored tape keeps what the backward pass reads, not f's output") {
+  // per layer: v's and x's old values and f's hidden layer; f's output (its last dense layer's,
+  // which the backward pass does not read) is overwritten by the next entry
+  CHECK(rwd::cpu::model<float, momentum_t>(rwd::momentum(x, v, 0.9_c, f), 8, {.width = 48, .batch = 8, .classes = 10})
+            .plan(rwd::cpu::mode::stored)
+            .tape_bytes == 8 * (2 * 48 + 16) * 8 * sizeof(float));
+  // with the map's update last in the block, its output runs past each chunk's last entry, into
+  // room planned for it: one output per sample more; chunks of 2 samples on every thread, the
+  // stored gradient is the reversible one, and the peak is the plan
+  constexpr auto late = rwd::block(x = x + v, v = 0.9_c * v + f(x));
+  rwd::cpu::model<float, std::remove_cv_t<decltype(late)>> m(late, 8, {.width = 48, .batch = 8, .classes = 10, .grain = 2});
+  CHECK(m.plan(rwd::cpu::mode::stored).tape_bytes == (8 * (2 * 48 + 16) + 48) * 8 * sizeof(float));
+  std::vector<float> batch(48 * 8);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37) % 101) / 101.0f;
+  const std::vector<int> labels{0, 1, 2, 3, 4, 5, 6, 7};
+  m.memory().reset_peak();
+  m.loss_and_gradient(batch, labels, rwd::cpu::mode::stored);
+  CHECK(m.memory().peak() == m.plan(rwd::cpu::mode::stored).total());
+  const std::vector<float> stored(m.gradients().begin(), m.gradients().end());
+  m.loss_and_gradient(batch, labels, rwd::cpu::mode::reversible);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < stored.size(); ++i) scale = std::max(scale, std::abs(static_cast<double>(stored[i])));
+  for (std::size_t i = 0; i < stored.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(stored[i]) - m.gradients()[i]) / scale);
+  CHECK(scale > 0);
+  CHECK(worst < 1e-5);
 }
 
 TEST_CASE("memory: plans of other blocks hold too (expression arguments, two calls, coupling)") {

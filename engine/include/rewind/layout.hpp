@@ -65,6 +65,8 @@ struct map_layout {
   /// May the output cotangent overwrite the map's output (its last layer's backward does not
   /// read it)?
   static constexpr bool output_free_in_backward() { return !buffers()[depth - 1].backward_reads_output; }
+  /// Scalars per sample of the map's output: its last stage.
+  static constexpr std::size_t output_size(tensor_shape state) { return M::shape(state)[depth - 1].out; }
 
   /// Scalars per sample of the workspace the layers' passes use and do not keep (the largest).
   static constexpr std::size_t work_size(tensor_shape state) {
@@ -153,16 +155,21 @@ struct update_plan {
   using Layout = pointwise_layout<State, Calls, Params, Steps>;
   static constexpr std::size_t n_calls = Layout::n_calls, n_steps = Layout::n_steps;
 
-  /// May the cotangent of this step overwrite the call's output? Only when the output is a
-  /// buffer of its own and no expression of the adjoint reads it.
-  template <class Step>
-  static constexpr bool cotangent_in_output() {
-    using C = typename Step::call_type;
+  /// Does the backward pass leave call C's output unread: its map's backward does not read it
+  /// and no expression of the adjoint does?
+  template <class C>
+  static constexpr bool output_unread() {
     if constexpr (!map_layout<typename C::map_type>::output_free_in_backward()) return false;
     else
       return !hana::unpack(Adjoint::steps(), [](auto... s) {
         return (step_reads_call<C>(s) || ... || false);
       });
+  }
+  /// May the cotangent of this step overwrite the call's output? Only when the backward pass
+  /// leaves the output unread.
+  template <class Step>
+  static constexpr bool cotangent_in_output() {
+    return output_unread<typename Step::call_type>();
   }
   template <class C, class S>
   static constexpr bool step_reads_call(S) {
@@ -175,6 +182,17 @@ struct update_plan {
     hana::for_each(Calls{}, [&](auto t) {
       using C = typename decltype(t)::type;
       n += (state_variable<typename C::argument> ? 0 : state.size()) + map_layout<typename C::map_type>::stage_size(state);
+    });
+    return n;
+  }
+  /// Per sample: the end of the calls' buffers that the backward pass never reads, the last
+  /// call's output where it is unread (output_unread): a stored tape lets the next entry
+  /// overwrite it once the update has used it.
+  static constexpr std::size_t calls_free_tail(tensor_shape state) {
+    std::size_t n = 0;
+    hana::for_each(Calls{}, [&](auto t) {
+      using C = typename decltype(t)::type;
+      n = output_unread<C>() ? map_layout<typename C::map_type>::output_size(state) : 0;
     });
     return n;
   }

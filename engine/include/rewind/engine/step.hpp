@@ -135,11 +135,24 @@ class step_engine {
   }
 
   // --- sizes (closed forms of the block's types and the shapes) ----------------------------------
-  /// Tape per sample of one layer: each update's target and call buffers.
+  /// Tape per sample of one layer: each update's entry, its target's old value and its call
+  /// buffers, whose free tail (an output the backward pass does not read) the next entry
+  /// overwrites.
   static std::size_t tape_per_sample(tensor_shape state) {
     std::size_t n = 0;
-    hana::for_each(Block::updates(), [&](auto u) { n += state.size() + plan<decltype(u)>::calls_size(state); });
+    hana::for_each(Block::updates(), [&](auto u) { n += entry_size<decltype(u)>(state); });
     return n;
+  }
+  /// Tape per sample that one entry of update U keeps.
+  template <class U>
+  static std::size_t entry_size(tensor_shape state) {
+    return state.size() + plan<U>::calls_size(state) - plan<U>::calls_free_tail(state);
+  }
+  /// A lane's tape per sample: every layer's entries, and past the last one the free tail of its
+  /// calls, which no next entry covers.
+  static std::size_t lane_tape_per_sample(tensor_shape state, std::size_t depth) {
+    using Last = std::remove_cvref_t<decltype(hana::back(Block::updates()))>;
+    return depth * tape_per_sample(state) + plan<Last>::calls_free_tail(state);
   }
   /// The maps' workspace per sample (the largest of the block's maps'), at the start of a lane's
   /// workspace; an update's buffers follow it.
@@ -164,7 +177,7 @@ class step_engine {
   /// Scalars of the whole batch's tape in mode m (stored: every layer's; checkpointed: one state
   /// per segment boundary below the top).
   static std::size_t tape_size(mode m, tensor_shape state, std::size_t batch, std::size_t depth, std::size_t segment) {
-    if (m == mode::stored) return depth * tape_per_sample(state) * batch;
+    if (m == mode::stored) return lane_tape_per_sample(state, depth) * batch;
     if (m == mode::checkpointed) return (depth - 1) / segment * ns * state.size() * batch;
     return 0;
   }
@@ -190,7 +203,7 @@ class step_engine {
   /// The forward pass of a lane through every layer in mode m (stored, reversible or
   /// checkpointed), keeping what m keeps in `tape` (tape_size scalars for the whole batch).
   void forward(lane_type& ln, mode m, T* tape) const {
-    T* cursor = tape + s_.depth * tape_per_sample(s_.state) * ln.first;
+    T* cursor = tape + lane_tape_per_sample(s_.state, s_.depth) * ln.first;
     for (std::size_t l = 0; l < s_.depth; ++l) {
       if (m == mode::checkpointed && l > 0 && l % s_.segment == 0) {
         T* at = checkpoint(tape, l, ln);
@@ -203,8 +216,8 @@ class step_engine {
   /// layer's input is restored (stored) or rewound, and the cotangents and ln.grads updated.
   void backward(std::size_t l, lane_type& ln, mode m, T* tape) const {
     if (m == mode::stored) {
-      const std::size_t per_layer = tape_per_sample(s_.state);
-      return backward_layer_stored(l, ln, tape + per_layer * (s_.depth * ln.first + (l + 1) * ln.count));
+      T* lane = tape + lane_tape_per_sample(s_.state, s_.depth) * ln.first;
+      return backward_layer_stored(l, ln, lane + tape_per_sample(s_.state) * (l + 1) * ln.count);
     }
     if (m == mode::checkpointed && l + 1 < s_.depth && (l + 1) % s_.segment == 0) {  // a segment's top
       const T* at = checkpoint(tape, l + 1, ln);
@@ -215,7 +228,7 @@ class step_engine {
 
   // --- one layer ---------------------------------------------------------------------------------
   /// Layer l forward on a lane. With a tape cursor, each update first writes its target's old
-  /// value and its call buffers there (and moves the cursor past them).
+  /// value and its call buffers there (and moves the cursor past them, but for their free tail).
   void forward_layer(std::size_t l, lane_type& ln, T** tape) const {
     const std::size_t nb = ln.count, n = s_.width() * nb;
     std::size_t ui = 0;
@@ -230,7 +243,7 @@ class step_engine {
         base = *tape;
         exec_.copy(base, target, n);
         base += n;
-        *tape = base + P::calls_size(s_.state) * nb;
+        *tape = base + (P::calls_size(s_.state) - P::calls_free_tail(s_.state)) * nb;  // the next entry may cover the free tail
       }
       uf.place_calls(base, s_.state, nb);
       const update_site at{l, ui++, false};
@@ -268,7 +281,7 @@ class step_engine {
       using U = decltype(u);
       using P = plan<U>;
       using Layout = typename P::Layout;
-      T* entry = end -= (s_.width() + P::calls_size(s_.state)) * nb;
+      T* entry = end -= entry_size<U>(s_.state) * nb;
       auto uf = frame_of<U>(ln);
       exec_.copy(ln.s[Layout::template state_index<typename U::target>].data(), entry, n);  // restore
       uf.place_calls(entry + n, s_.state, nb);
