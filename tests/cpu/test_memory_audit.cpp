@@ -47,18 +47,19 @@ TEST_CASE("memory: the stored peak grows linearly with depth and equals the plan
   CHECK(p512 > 50 * measured_peak<float>(b, 512, rwd::cpu::mode::reversible));
 }
 
-TEST_CASE("memory: the stored tape keeps what the backward pass reads, not f's output") {
-  // per layer: v's and x's old values and f's hidden layer; f's output (its last dense layer's,
-  // which the backward pass does not read) is overwritten by the next entry
+TEST_CASE("memory: the stored tape keeps what the backward pass reads: not v, not f's output") {
+  // per layer: x's old value (f's input) and f's hidden layer; not v's (no backward step reads
+  // v), and not f's output (its last dense layer's backward does not read it), which the next
+  // entry overwrites
   CHECK(rwd::cpu::model<float, momentum_t>(rwd::momentum(x, v, 0.9_c, f), 8, {.width = 48, .batch = 8, .classes = 10})
             .plan(rwd::cpu::mode::stored)
-            .tape_bytes == 8 * (2 * 48 + 16) * 8 * sizeof(float));
+            .tape_bytes == 8 * (48 + 16) * 8 * sizeof(float));
   // with the map's update last in the block, its output runs past each chunk's last entry, into
   // room planned for it: one output per sample more; chunks of 2 samples on every thread, the
   // stored gradient is the reversible one, and the peak is the plan
   constexpr auto late = rwd::block(x = x + v, v = 0.9_c * v + f(x));
   rwd::cpu::model<float, std::remove_cv_t<decltype(late)>> m(late, 8, {.width = 48, .batch = 8, .classes = 10, .grain = 2});
-  CHECK(m.plan(rwd::cpu::mode::stored).tape_bytes == (8 * (2 * 48 + 16) + 48) * 8 * sizeof(float));
+  CHECK(m.plan(rwd::cpu::mode::stored).tape_bytes == (8 * (48 + 16) + 48) * 8 * sizeof(float));
   std::vector<float> batch(48 * 8);
   for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>((i * 37) % 101) / 101.0f;
   const std::vector<int> labels{0, 1, 2, 3, 4, 5, 6, 7};

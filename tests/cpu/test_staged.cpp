@@ -120,7 +120,7 @@ TEST_CASE("staged network: the tracked peak is the plan; reversible memory flat 
     CHECK(p.tape_bytes == 2 * 2 * 128 * 8 * sizeof(float));  // two later stages' starting states, x and v
     if (reversible_tape) CHECK(p.total() == reversible_tape);
     reversible_tape = p.total();
-    CHECK(m.plan(rwd::mode::stored).tape_bytes > 4 * p.tape_bytes);
+    CHECK(m.plan(rwd::mode::stored).tape_bytes > 2 * p.tape_bytes);  // every layer's entries, not two states
   }
 }
 

@@ -135,9 +135,9 @@ class step_engine {
   }
 
   // --- sizes (closed forms of the block's types and the shapes) ----------------------------------
-  /// Tape per sample of one layer: each update's entry, its target's old value and its call
-  /// buffers, whose free tail (an output the backward pass does not read) the next entry
-  /// overwrites.
+  /// Tape per sample of one layer: each update's entry, its target's old value (where the
+  /// backward pass reads it) and its call buffers, whose free tail (an output the backward pass
+  /// does not read) the next entry overwrites.
   static std::size_t tape_per_sample(tensor_shape state) {
     std::size_t n = 0;
     hana::for_each(Block::updates(), [&](auto u) { n += entry_size<decltype(u)>(state); });
@@ -146,7 +146,29 @@ class step_engine {
   /// Tape per sample that one entry of update U keeps.
   template <class U>
   static std::size_t entry_size(tensor_shape state) {
-    return state.size() + plan<U>::calls_size(state) - plan<U>::calls_free_tail(state);
+    return (keeps_target<U>() ? state.size() : 0) + plan<U>::calls_size(state) - plan<U>::calls_free_tail(state);
+  }
+  /// Does a stored entry of update U keep its target's old value? Only where the backward pass of
+  /// some update of the block reads that variable (a map called on it, whose backward reads its
+  /// input, or an adjoint expression): no other value of it is read again.
+  template <class U>
+  static constexpr bool keeps_target() {
+    using V = typename U::target;
+    return hana::unpack(Block::updates(), [](auto... u) { return (backward_reads<V, decltype(u)>() || ... || false); });
+  }
+  template <class V, class U>
+  static constexpr bool backward_reads() {
+    const bool called_on = hana::unpack(typename plan<U>::Calls{}, [](auto... t) {
+      return (std::is_same_v<typename decltype(t)::type::argument, V> || ... || false);
+    });
+    const bool read = hana::unpack(adjoint(U{}).steps(), [](auto... s) {
+      return ([](auto step) {
+        using S = decltype(step);
+        if constexpr (detail::is_map_step<S>) return reads<V>(typename S::cotangent{});
+        else return reads<V>(typename S::value{});
+      }(s) || ... || false);
+    });
+    return called_on || read;
   }
   /// A lane's tape per sample: every layer's entries, and past the last one the free tail of its
   /// calls, which no next entry covers.
@@ -241,8 +263,10 @@ class step_engine {
       T* base = buffers(ln);
       if (tape) {
         base = *tape;
-        exec_.copy(base, target, n);
-        base += n;
+        if constexpr (keeps_target<U>()) {
+          exec_.copy(base, target, n);
+          base += n;
+        }
         *tape = base + (P::calls_size(s_.state) - P::calls_free_tail(s_.state)) * nb;  // the next entry may cover the free tail
       }
       uf.place_calls(base, s_.state, nb);
@@ -283,8 +307,8 @@ class step_engine {
       using Layout = typename P::Layout;
       T* entry = end -= entry_size<U>(s_.state) * nb;
       auto uf = frame_of<U>(ln);
-      exec_.copy(ln.s[Layout::template state_index<typename U::target>].data(), entry, n);  // restore
-      uf.place_calls(entry + n, s_.state, nb);
+      if constexpr (keeps_target<U>()) exec_.copy(ln.s[Layout::template state_index<typename U::target>].data(), entry, n);  // restore
+      uf.place_calls(entry + (keeps_target<U>() ? n : 0), s_.state, nb);
       uf.relink_calls(s_.state, nb);
       uf.place_steps(buffers(ln), s_.state, nb);
       apply_adjoint<U>(update_site{l, --ui, true}, uf, ln);
