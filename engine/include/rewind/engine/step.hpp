@@ -263,11 +263,11 @@ class step_engine {
       T* base = buffers(ln);
       if (tape) {
         base = *tape;
+        *tape += entry_size<U>(s_.state) * nb;  // the next entry may cover the calls' free tail
         if constexpr (keeps_target<U>()) {
           exec_.copy(base, target, n);
           base += n;
         }
-        *tape = base + (P::calls_size(s_.state) - P::calls_free_tail(s_.state)) * nb;  // the next entry may cover the free tail
       }
       uf.place_calls(base, s_.state, nb);
       const update_site at{l, ui++, false};
