@@ -14,8 +14,8 @@
 //   grow   (absorbs a digit r < B, gives a digit < b):  x -> x B + r = q b + r';  x <- q
 //   shrink (its inverse):                               x -> x b + r' = q B + r;  x <- q
 // The forward of n/d < 1 grows the ledger (its rewind shrinks it); n/d > 1 the other way round.
-// The head stays below 2^16 L (L a multiple of every B with 2^16 L b < 2^52: all of it exact in a
-// double) and, while the stack holds words, at least L: a grow whose result would pass 2^16 L
+// The head stays below 2^16 L (L a multiple of every B with 2^16 L b <= 2^49: all of it exact in
+// a double, and small enough for the vectorised loops' one-step division) and, while the stack holds words, at least L: a grow whose result would pass 2^16 L
 // first moves x's low 16 bits to the stack (when x >= T = 2^16 L b / B), and a shrink whose
 // result falls below L takes them back. Since a grow that spilled leaves a head below L and one
 // that did not leaves one at least L, each operation is undone exactly by the other, and the
@@ -151,7 +151,7 @@ class ledger {
   std::size_t bytes() const { return height_.size() * (sizeof(std::int64_t) + planes() * sizeof(std::uint16_t)); }
 
  private:
-  /// L: a multiple of every ratio's B, as large as 2^16 L b < 2^52 allows for every b.
+  /// L: a multiple of every ratio's B, as large as 2^16 L b <= 2^49 allows for every b.
   static std::int64_t low_for(const std::vector<rational>& ratios) {
     std::int64_t bigs = 1, smalls = 1;
     for (const rational& a : ratios) {
@@ -160,14 +160,14 @@ class ledger {
                     " needs a positive numerator and denominator of at most 65536");
       bigs = std::lcm(bigs, static_cast<std::int64_t>(std::max(a.num, a.den)));
       smalls = std::max(smalls, static_cast<std::int64_t>(std::min(a.num, a.den)));
-      if (bigs > (std::int64_t{1} << 36))
-        throw error("rewind: exact mode: the coefficients' larger terms need a common multiple below 2^36");
+      if (bigs > (std::int64_t{1} << 33))
+        throw error("rewind: exact mode: the coefficients' larger terms need a common multiple below 2^33");
     }
-    const std::int64_t room = (std::int64_t{1} << 36) / smalls;  // L b <= 2^36
+    const std::int64_t room = (std::int64_t{1} << 33) / smalls;  // L b <= 2^33
     if (bigs > room)
       throw error("rewind: exact mode: the coefficients' terms are too large together (a common multiple of the larger "
                   "ones, " + std::to_string(bigs) + ", times the largest smaller one, " + std::to_string(smalls) +
-                  ", must stay below 2^36)");
+                  ", must stay below 2^33)");
     return bigs * (room / bigs);
   }
 
