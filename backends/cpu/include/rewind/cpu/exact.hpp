@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__x86_64__) && !defined(__CUDACC__)
 #include <immintrin.h>
