@@ -223,7 +223,7 @@ def measure_rewind(args):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rewind.json")
         subprocess.run([args.rewind, "memory", "--depths", str(args.depth), "--modes", "stored,reversible", "--batch",
-                        str(args.batch), "--mu", str(args.mu), "--steps", str(args.steps), "--json", path],
+                        str(args.batch), "--mu", str(args.mu), "--steps", str(args.steps), "--grain", str(args.grain), "--json", path],
                        check=True, capture_output=True)
         with open(path) as f:
             rows = json.load(f)["rows"]
@@ -238,6 +238,8 @@ def main():
     p.add_argument("--mu", type=float, default=0.9)
     p.add_argument("--steps", type=int, default=3, help="measured steps per run (median)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--grain", type=int, default=0,
+                   help="rewind's samples per chunk of a step (0: its default; 64 makes one chunk per thread of a 2-CPU machine at batch 128)")
     p.add_argument("--peers", default=",".join(PEERS), help="which peers, comma-separated")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--check", action="store_true",
@@ -263,7 +265,8 @@ def main():
     times = {name: [] for name in ["rewind-stored", "rewind-reversible"] + peers}
     what = {"rewind-stored": args.rewind, "rewind-reversible": args.rewind}
     print(f"depth {args.depth}, batch {args.batch}, width {WIDTH}, hidden {HIDDEN}, float32, mu {args.mu}; "
-          f"ms per step (median of {args.steps}), {args.rounds} interleaved rounds, {len(os.sched_getaffinity(0))} CPUs")
+          f"ms per step (median of {args.steps}), {args.rounds} interleaved rounds, {len(os.sched_getaffinity(0))} CPUs"
+          + (f", rewind --grain {args.grain}" if args.grain else ""))
     for r in range(args.rounds):
         for name, ms in measure_rewind(args).items():
             times[name].append(ms)
@@ -290,7 +293,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": {"depth": args.depth, "batch": args.batch, "width": WIDTH, "hidden": HIDDEN, "mu": args.mu,
-                                  "steps": args.steps, "rounds": args.rounds},
+                                  "steps": args.steps, "rounds": args.rounds, "grain": args.grain},
                        "runs_ms": times, "median_ms": medians, "what": what, "best_peer": best}, f, indent=1)
 
 
