@@ -15,9 +15,10 @@
 //   shrink (its inverse):                               x -> x b + r' = q B + r;  x <- q
 // The forward of n/d < 1 grows the ledger (its rewind shrinks it); n/d > 1 the other way round.
 // The head stays below 2^16 L (L a multiple of every B with 2^16 L b <= 2^49: all of it exact in
-// a double, and small enough for the vectorised loops' one-step division) and, while the stack holds words, at least L: a grow whose result would pass 2^16 L
-// first moves x's low 16 bits to the stack (when x >= T = 2^16 L b / B), and a shrink whose
-// result falls below L takes them back. Since a grow that spilled leaves a head below L and one
+// a double, and small enough for the vectorised loops' division in one step) and, while the
+// stack holds words, at least L: a grow whose result would pass 2^16 L first moves x's low 16
+// bits to the stack (when x >= T = 2^16 L b / B), and a shrink whose result falls below L takes
+// them back. Since a grow that spilled leaves a head below L and one
 // that did not leaves one at least L, each operation is undone exactly by the other, and the
 // decision is made once per 16 bits of growth (a separate push and pop would move words back and
 // forth for about log2(b) of every 16 bits). Every operation costs the same whatever the depth:
