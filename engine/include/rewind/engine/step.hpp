@@ -205,8 +205,8 @@ class step_engine {
   }
   /// The closed-form memory of a step run as one lane of the whole batch in mode m (stored,
   /// reversible or checkpointed), its gradients written in place: the state and cotangents, the
-  /// tape, one workspace. (The CPU runs chunks on threads: a workspace per thread and a gradient
-  /// slab per chunk instead.)
+  /// tape, one workspace. (The CPU runs chunks on threads: a workspace per thread and gradient
+  /// slabs instead.)
   static memory_plan whole_batch_plan(mode m, tensor_shape state, std::size_t batch, std::size_t classes, std::size_t depth,
                                       std::size_t segment) {
     memory_plan p;

@@ -3,12 +3,14 @@
 // writing its own range of the gradient arena.
 //
 // The forward pass runs every chunk through the whole network; the head runs per chunk and its
-// per-sample losses are added in sample order; then per part from the top, every chunk's backward
-// pass writes its own gradient slab and the slabs are added in chunk order into the gradients,
-// `ready` told as each part becomes final. Threads take chunks from a counter and meet at a
-// barrier that sleeps after a short spin (threads.hpp), twice per part. The result is the same bit
-// for bit on any number of threads. Every buffer is taken before the threads start; gradients are
-// written only after the forward pass succeeded.
+// per-sample losses are added in sample order; then per part from the top, chunk 0's backward
+// pass writes the part's gradients and every other chunk's a slab of its own, and the slabs are
+// added in chunk order into the gradients, `ready` told as each part becomes final. The parts'
+// slabs come in two sets, used in turn: a part's slabs are added up while the next part's sweep
+// fills the other set, so threads meet once per part, at a barrier that sleeps after a short
+// spin (threads.hpp). The result is the same bit for bit on any number of threads. Every buffer
+// is taken before the threads start; gradients are written only after the forward pass and the
+// loss succeeded (the head's chunk 0 writes a slab too).
 #pragma once
 
 #include <algorithm>
@@ -34,6 +36,8 @@ struct chunking {
   std::size_t batch = 0, columns = 0, per_thread = 0, slab = 0;
   int most = 1;  // the team's largest size (workspaces are taken for all of it)
   std::size_t chunks() const { return (batch + columns - 1) / columns; }
+  /// Slabs a step takes: a set of chunks - 1 per part, two sets; the head's chunks one each.
+  std::size_t slabs() const { return std::max(chunks(), 2 * (chunks() - 1)); }
 };
 
 /// out[i] += in[i] for i < n, in one vector pass.
@@ -54,7 +58,7 @@ double chunked_step(memory_tracker& tracker, team_choice& team_state, const chun
                     const Head& head, std::span<const gradient_part> parts, const Backward& backward) {
   const std::size_t nc = k.chunks(), slab = k.slab;
   const int team = team_state.next(k.most);
-  buffer<T> work(tracker, static_cast<std::size_t>(k.most) * k.per_thread), slabs(tracker, nc * slab);
+  buffer<T> work(tracker, static_cast<std::size_t>(k.most) * k.per_thread), slabs(tracker, k.slabs() * slab);
   const one_gemm_thread alone(team < k.most);
   const auto start = std::chrono::steady_clock::now();
   std::vector<double> losses(k.batch, 0.0);  // per sample, added in sample order
@@ -69,36 +73,42 @@ double chunked_step(memory_tracker& tracker, team_choice& team_state, const chun
     const auto t = static_cast<std::size_t>(thread_number()), threads = static_cast<std::size_t>(team_threads());
     barrier.join(static_cast<int>(threads));
     std::size_t sweeps = 0;
-    const auto sweep = [&](std::size_t phase, const auto& body) {  // each chunk once, as threads come free
+    // each chunk once, as threads come free, with the gradient slab slab_of(c)
+    const auto sweep = [&](std::size_t phase, const auto& slab_of, const auto& body) {
       auto& next = tickets[sweeps % 2];
       for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < nc;)
         failed.guard(phase, c, [&] {
-          auto ln = lane_of(c, work.data() + t * k.per_thread, slabs.data() + c * slab);
+          auto ln = lane_of(c, work.data() + t * k.per_thread, slab_of(c));
           body(ln);
         });
       if (t == 0) tickets[(sweeps + 1) % 2].store(0, std::memory_order_relaxed);  // the previous sweep's: nobody draws from it now
       ++sweeps;
       barrier.arrive_and_wait();
     };
-    // In chunk order for every element, whatever the threads; by pieces that stay in L1, each a
-    // copy of chunk 0's slab and one vector pass per further chunk.
-    const auto sum_slabs = [&](bool go, gradient_part part) {
+    // The head's chunk c writes slab c; part p's chunk 0 the gradients, chunk c > 0 slab c - 1 of
+    // set p % 2.
+    const auto head_slab = [&](std::size_t c) { return slabs.data() + c * slab; };
+    const auto part_slab = [&](std::size_t p) {
+      return [&, p](std::size_t c) { return c == 0 ? grads.data() + parts[p].offset : slabs.data() + ((p % 2) * (nc - 1) + c - 1) * slab; };
+    };
+    // This thread's share of a part, in chunk order for every element, whatever the threads; by
+    // pieces that stay in L1: chunks from `first` on (the head: a copy of chunk 0's slab first).
+    const auto add_slabs = [&](bool go, gradient_part part, std::size_t first, const auto& slab_of) {
       constexpr std::size_t piece = 2048;
       const std::size_t share = (part.count + threads - 1) / threads, end = std::min(part.count, (t + 1) * share);
       T* const out = grads.data() + part.offset;
       for (std::size_t i = t * share; go && i < end; i += piece) {
         const std::size_t n = std::min(piece, end - i);
-        std::copy_n(slabs.data() + i, n, out + i);
-        for (std::size_t c = 1; c < nc; ++c) add_into(out + i, slabs.data() + c * slab + i, n);
+        if (first == 0) std::copy_n(slab_of(0) + i, n, out + i);
+        for (std::size_t c = 1; c < nc; ++c) add_into(out + i, slab_of(c) + i, n);
       }
-      barrier.arrive_and_wait();
     };
     const auto tell = [&](std::size_t phase, std::size_t first_final) {  // one thread; the others go on
       if (t == 0 && ready) failed.guard(phase, 0, [&] { ready(first_final); });
     };
-    sweep(0, forward);
+    sweep(0, [](std::size_t) { return static_cast<T*>(nullptr); }, forward);
     if (t == 0) failed.guard(1, 0, after_forward);  // before the head's sweep ends: it reads no ledger
-    sweep(2, [&](auto& ln) {
+    sweep(2, head_slab, [&](auto& ln) {
       std::fill_n(ln.grads, head_part.count, T(0));
       head(ln, losses.data());
     });
@@ -109,17 +119,20 @@ double chunked_step(memory_tracker& tracker, team_choice& team_state, const chun
         if (!std::isfinite(sum)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
       });
     }
-    sum_slabs(std::isfinite(sum) && failed.ok(4), head_part);
+    add_slabs(std::isfinite(sum) && failed.ok(4), head_part, 0, head_slab);
+    barrier.arrive_and_wait();  // the head's slabs overlap the parts' first set
     tell(5, head_part.offset);
     for (std::size_t p = 0; p < parts.size(); ++p) {
       const std::size_t phase = 6 + 3 * p;
-      sweep(phase, [&](auto& ln) {
+      sweep(phase, part_slab(p), [&](auto& ln) {
         std::fill_n(ln.grads, parts[p].count, T(0));
         backward(p, ln);
       });
-      sum_slabs(failed.ok(phase + 1), parts[p]);
-      tell(phase + 2, parts[p].offset);
+      if (p > 0) tell(phase - 1, parts[p - 1].offset);  // its slabs were added before this sweep's barrier
+      add_slabs(failed.ok(phase + 1), parts[p], 1, part_slab(p));
     }
+    barrier.arrive_and_wait();
+    if (!parts.empty()) tell(6 + 3 * parts.size() - 1, parts.back().offset);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   team_state.ran(team);

@@ -7,12 +7,12 @@
 //
 // Threads (threads.hpp): the batch is split into chunks of options.grain samples; each thread
 // takes chunks and runs them through every layer (a chunk is one of the engine's lanes), and the
-// threads meet twice per layer of the backward pass: when its chunks are done, and when their
-// gradient slabs are added in chunk order.
+// threads meet once per layer of the backward pass, when its chunks are done; their gradient slabs
+// are then added in chunk order while the next layer's chunks run (chunked_step.hpp).
 //
 // Memory: every buffer of a step comes from the model's tracker and is taken before the threads
 // start: the state and cotangents, the tape, one workspace per thread (the largest any update or
-// the head needs for one chunk) and one gradient slab per chunk. Their sizes are closed forms of
+// the head needs for one chunk) and gradient slabs (chunking::slabs()). Their sizes are closed forms of
 // the block's types, the width, the batch, the grain and the thread count (plan()), so the
 // measured peak of a step and the plan agree exactly.
 #pragma once
@@ -231,13 +231,13 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
   /// checkpointed, one state per segment boundary below the top; exact, a bound on the ledger.
   /// Workspace: per thread, one chunk's worth of the largest of the head's logits and any
   /// update's buffers (stored: its map steps'; the others: its calls' and map steps'; exact: and
-  /// g's where g is an expression), and per chunk a gradient slab (a layer's parameters or the
-  /// head's, the larger).
+  /// g's where g is an expression), and the gradient slabs (chunking::slabs(): two sets of one
+  /// per chunk but the first; each a layer's parameters or the head's, the larger).
   memory_plan plan(mode m) const {
     const std::size_t wb = o_.width * o_.batch, bytes = sizeof(T);
     memory_plan p;
     p.state_bytes = 2 * ns * wb * bytes;
-    p.workspace_bytes = (static_cast<std::size_t>(team_size()) * work_per_sample(m) * chunk_columns() + chunks() * slab_size()) * bytes;
+    p.workspace_bytes = (static_cast<std::size_t>(team_size()) * work_per_sample(m) * chunk_columns() + chunking_of(m).slabs() * slab_size()) * bytes;
     p.tape_bytes = engine_type::tape_size(m, state_shape(o_), o_.batch, depth_, segment_) * bytes;
     if (m == mode::exact) {  // the fixed-point state, and a head per element and a plane of 16-bit
       p.state_bytes += ns * wb * sizeof(std::int64_t);  // stack words per word the ledger may hold
@@ -311,6 +311,9 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
   std::size_t chunks() const { return (o_.batch + chunk_columns() - 1) / chunk_columns(); }
   int team_size() const { return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads())), chunks())); }
   std::size_t slab_size() const { return std::max(layout_.per_layer, o_.classes * o_.width + o_.classes); }
+  detail::chunking chunking_of(mode m) const {
+    return {o_.batch, chunk_columns(), work_per_sample(m) * chunk_columns(), slab_size(), team_size()};
+  }
   std::size_t work_per_sample(mode m) const { return engine_type::work_per_sample(m, state_shape(o_), o_.classes); }
 
   /// Runs fn(lane&) on every chunk of the batch, on the team's threads (nothing to add up).
@@ -335,7 +338,7 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
   template <class Forward, class AfterForward, class Backward>
   T run_step(states& st, std::span<const int> labels, mode m, const gradient_listener& ready, const Forward& forward_chunk,
              const AfterForward& after_forward, const Backward& backward_chunk) {
-    const detail::chunking k{o_.batch, chunk_columns(), work_per_sample(m) * chunk_columns(), slab_size(), team_size()};
+    const detail::chunking k = chunking_of(m);
     std::vector<gradient_part> layers(depth_);
     for (std::size_t p = 0; p < depth_; ++p) layers[p] = {(depth_ - 1 - p) * layout_.per_layer, layout_.per_layer};
     const engine_type eng = engine();

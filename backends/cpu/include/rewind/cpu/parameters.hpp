@@ -13,6 +13,7 @@
 #include <rewind/engine.hpp>
 #include <rewind/engine/layers/dropout.hpp>
 
+#include "memory.hpp"
 #include "optim.hpp"
 
 namespace rwd::cpu {
@@ -58,7 +59,8 @@ class parameter_owner {
 
   Layout layout_;
   std::uint64_t seed_;
-  std::vector<T> params_, grads_;
+  std::vector<T> params_;
+  std::vector<T, aligned_allocator<T>> grads_;  // aligned: see aligned_allocator
   optimizer_state<T> optimizer_;
   std::uint64_t updates_ = 0;  // apply() calls: the step count of the dropout keys
 };

@@ -8,7 +8,7 @@
 // the state and cotangents (at the widest stage's width), the tape (stored: every layer's and each
 // kept transition's input; reversible and checkpointed: each boundary's state, and checkpointed
 // its segments' states), one workspace per thread
-// and one gradient slab per chunk. The input batch is the caller's and is read again by the
+// and the gradient slabs (chunking::slabs()). The input batch is the caller's and is read again by the
 // stem's backward pass: nothing is copied of it.
 #pragma once
 
@@ -146,14 +146,14 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   }
 
   /// The closed-form memory of one loss_and_gradient in mode m, with the thread count set now:
-  /// the state and cotangents; the tape; per thread a workspace, per chunk a gradient slab.
+  /// the state and cotangents; the tape; per thread a workspace; the gradient slabs.
   memory_plan plan(mode m) const {
     const std::size_t bytes = sizeof(T);
     const detail::chunking k = chunks_of(m);
     memory_plan p;
     p.state_bytes = 2 * ns * layout_.width() * o_.batch * bytes;
     p.tape_bytes = step_type::tape_size(m, layout_, o_.batch, segment_) * bytes;
-    p.workspace_bytes = (static_cast<std::size_t>(k.most) * k.per_thread + k.chunks() * k.slab) * bytes;
+    p.workspace_bytes = (static_cast<std::size_t>(k.most) * k.per_thread + k.slabs() * k.slab) * bytes;
     return p;
   }
 

@@ -1,8 +1,8 @@
 // rewind cpu: threads. A training step splits the batch into chunks (options::grain samples
 // each); a team of OpenMP threads takes chunks as they come and runs each through every layer, so
-// threads meet twice per layer of the backward pass (when its chunks are done, and when their
-// gradients are added up), not once per product. Each chunk's gradient lands in a slab of its own
-// and the slabs are added in chunk order:
+// threads meet once per layer of the backward pass (when its chunks are done; their gradients are
+// added up while the next layer's chunks run), not once per product. Chunk 0's gradient lands in
+// the gradients, every other chunk's in a slab of its own, and the slabs are added in chunk order:
 // the result is the same bit for bit on any number of threads. With a single chunk (a batch no
 // larger than the grain) Eigen splits each GEMM across the threads instead.
 //

@@ -245,7 +245,7 @@ class model {
 
   /// The closed-form device memory of one loss_and_gradient in mode m: the state and cotangents,
   /// the tape (rwd::step_engine::tape_size) and one workspace for the whole batch (the CPU plans
-  /// one per thread, for its chunks, and a gradient slab per chunk).
+  /// one per thread, for its chunks, and gradient slabs).
   memory_plan plan(mode m) const {
     if (m == mode::exact) throw error("rewind: mode::exact runs on the CPU backend");
     return engine_type::whole_batch_plan(m, state_shape(o_), o_.batch, o_.classes, depth_, segment_);
