@@ -34,6 +34,14 @@ struct scale_step {
   bool grows;  // the ledger grows (spills, never refills) or shrinks (refills, never spills)
 };
 
+/// f(std::true_type) where sign > 0, else f(std::false_type): a loop adding or subtracting with
+/// the sign outside it (the compiler would multiply by it in 64-bit lanes).
+template <class F>
+void with_sign(std::int64_t sign, const F& f) {
+  if (sign > 0) f(std::true_type{});
+  else f(std::false_type{});
+}
+
 namespace generic {
 #include "exact_tiles.inc"
 }  // namespace generic

@@ -237,7 +237,8 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
     const std::size_t wb = o_.width * o_.batch, bytes = sizeof(T);
     memory_plan p;
     p.state_bytes = 2 * ns * wb * bytes;
-    p.workspace_bytes = (static_cast<std::size_t>(team_size()) * work_per_sample(m) * chunk_columns() + chunking_of(m).slabs() * slab_size()) * bytes;
+    const detail::chunking k = chunking_of(m);
+    p.workspace_bytes = (static_cast<std::size_t>(k.most) * k.per_thread + k.slabs() * k.slab) * bytes;
     p.tape_bytes = engine_type::tape_size(m, state_shape(o_), o_.batch, depth_, segment_) * bytes;
     if (m == mode::exact) {  // the fixed-point state, and a head per element and a plane of 16-bit
       p.state_bytes += ns * wb * sizeof(std::int64_t);  // stack words per word the ledger may hold
