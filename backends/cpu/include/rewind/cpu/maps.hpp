@@ -3,6 +3,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstddef>
 
 #include <rewind/diagnostics.hpp>
@@ -53,6 +54,9 @@ struct map_ops {
     G *= Fn::derivative_from_output(detail::array_view<T>(y, static_cast<index>(n)));
     if (copy) Eigen::Map<array>(copy, static_cast<index>(n)) = G;
   }
+  /// Columns per tile of a convolution's patch matrix with `rows` rows: about 512 KB of it, so
+  /// that the patches are written, packed and read back in the core's cache, not in memory.
+  std::size_t patch_tile_columns(std::size_t rows) const { return std::max<std::size_t>(128, (std::size_t{512} << 10) / (rows * sizeof(T))); }
   template <class Op>
   void each(const Op& op, std::size_t n) const {
     for (std::size_t i = 0; i < n; ++i) op(i);

@@ -1,11 +1,14 @@
 // rewind engine: the convolution y = W * u + b (K x K, stride 1, same padding), as one GEMM of
-// the weights with the input's patch matrix (im2col) each way. A 1x1 convolution's patch matrix
-// is its input itself (channels-last: c x positions), so it needs no workspace. The weights are
+// the weights with a patch matrix each way: the input's (im2col) for y and the weights'
+// gradient, the output cotangent's for the input's (cotangent_patches_op: the transposed
+// convolution, as deep a GEMM as the forward one). A 1x1 convolution's patch matrix is its input
+// itself (channels-last: c x positions), so it needs no workspace. The weights are
 // held in the patch order (out, K, K, in), row-major: W^T as a column-major (K K in) x out
 // matrix; files name and shape them as torch.nn.Conv2d does, (out, in, K, K). Like a dense
 // layer, it hands its bias to an activation after it.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "image_ops.hpp"
@@ -16,8 +19,10 @@ namespace rwd {
 template <std::size_t N, std::size_t K>
 struct layer_rule<conv_layer<N, K>> {
   static constexpr layer_buffers buffers{.hands_bias_to_next = true, .own_input_cotangent = true};
-  /// The patch matrix of one sample (and, in the backward pass, its cotangent in the same place).
-  static constexpr std::size_t workspace(const layer_shape& s) { return K == 1 ? 0 : s.input.c * K * K * s.input.positions(); }
+  /// One sample's patch matrix: the input's, then (in the backward pass) the output cotangent's.
+  static constexpr std::size_t workspace(const layer_shape& s) {
+    return K == 1 ? 0 : std::max(s.input.c, s.output.c) * K * K * s.input.positions();
+  }
   static constexpr layer_bias bias(const layer_shape& s) { return {patch(s).rows() * s.output.c, s.output.c}; }
   /// Glorot-uniform over fan in (in K K) and fan out (out K K), zero biases: glorot draws
   /// out K x in K values with sqrt(6 / ((out + in) K)), so the scale takes 1/sqrt(K) more.
@@ -33,31 +38,47 @@ struct layer_rule<conv_layer<N, K>> {
   template <class T, class Exec>
   static void forward(const Exec& e, const layer_forward<T>& l) {
     const auto g = patch(l.shape);
-    const std::size_t columns = l.shape.input.positions() * l.batch;
-    const T* cols = K == 1 ? l.x : l.work;
-    if constexpr (K > 1) e.each(im2col_op<T>{l.x, l.work, g}, columns);
-    e.gemm(true, false, l.shape.output.c, columns, g.rows(), l.params, cols, T(0), l.y);  // y = W patches
-    if (!l.into_next) e.template bias<void>(l.y, l.params + bias(l.shape).offset, l.shape.output.c, columns);
+    const std::size_t columns = l.shape.input.positions() * l.batch, out = l.shape.output.c;
+    if constexpr (K == 1) {
+      e.gemm(true, false, out, columns, g.rows(), l.params, l.x, T(0), l.y);  // y = W u
+    } else {
+      for_tiles(e, g.rows(), columns, [&](std::size_t first, std::size_t n) {
+        e.each(im2col_op<T>{l.x, l.work, g, first}, n);
+        e.gemm(true, false, out, n, g.rows(), l.params, l.work, T(0), l.y + first * out);  // y = W patches
+      });
+    }
+    if (!l.into_next) e.template bias<void>(l.y, l.params + bias(l.shape).offset, out, columns);
   }
   template <class T, class Exec>
   static T* backward(const Exec& e, const layer_backward<T>& l) {
     const auto g = patch(l.shape);
-    const std::size_t columns = l.shape.input.positions() * l.batch, out = l.shape.output.c;
-    const T* cols = K == 1 ? l.x : l.work;
-    if constexpr (K > 1) e.each(im2col_op<T>{l.x, l.work, g}, columns);
-    e.gemm(false, true, g.rows(), out, columns, cols, l.g, T(1), l.grads);         // dW^T += patches g^T
-    e.bias_gradient(l.g, l.grads + bias(l.shape).offset, out, columns);             // db += sums of g
+    const std::size_t columns = l.shape.input.positions() * l.batch, out = l.shape.output.c, in = l.shape.input.c;
+    e.bias_gradient(l.g, l.grads + bias(l.shape).offset, out, columns);  // db += sums of g
     if constexpr (K == 1) {
-      e.gemm(false, false, g.rows(), columns, out, l.params, l.g, T(0), l.dx);    // du = W^T g
+      e.gemm(false, true, in, out, columns, l.x, l.g, T(1), l.grads);      // dW^T += u g^T
+      e.gemm(false, false, in, columns, out, l.params, l.g, T(0), l.dx);  // du = W^T g
     } else {
-      e.gemm(false, false, g.rows(), columns, out, l.params, l.g, T(0), l.work);  // dpatches = W^T g
-      e.each(col2im_op<T>{l.work, l.dx, g}, columns);
+      const patch_geometry gg{out, l.shape.input.h, l.shape.input.w, K};
+      for_tiles(e, std::max(g.rows(), gg.rows()), columns, [&](std::size_t first, std::size_t n) {
+        e.each(im2col_op<T>{l.x, l.work, g, first}, n);
+        e.gemm(false, true, g.rows(), out, n, l.work, l.g + first * out, T(1), l.grads);  // dW^T += patches g^T
+        e.each(cotangent_patches_op<T>{l.g, l.work, gg, first}, n);
+        e.gemm(false, false, in, n, gg.rows(), l.params, l.work, T(0), l.dx + first * in);  // du = W g's patches
+      });
     }
     return l.dx;
   }
 
  private:
   static constexpr patch_geometry patch(const layer_shape& s) { return {s.input.c, s.input.h, s.input.w, K}; }
+  /// body(first, n) over the columns in tiles whose patch matrices (`rows` each) the executor
+  /// keeps in its cache (Exec::patch_tile_columns(rows), where it says; one tile otherwise).
+  template <class Exec, class Body>
+  static void for_tiles(const Exec& e, std::size_t rows, std::size_t columns, Body body) {
+    std::size_t n = columns;
+    if constexpr (requires { e.patch_tile_columns(rows); }) n = std::max<std::size_t>(1, std::min(columns, e.patch_tile_columns(rows)));
+    for (std::size_t first = 0; first < columns; first += n) body(first, std::min(n, columns - first));
+  }
 };
 
 }  // namespace rwd

@@ -30,17 +30,18 @@ struct patch_geometry {
   REWIND_HOST_DEVICE std::size_t rows() const { return c * k * k; }
 };
 
-/// Patch column `col` (a position of a sample) from the input x: rows (ky, kx, channel), zero
-/// outside the image.
+/// Patch column `first + i` (a position of a sample) from the input x, into column i of cols:
+/// rows (ky, kx, channel), zero outside the image.
 template <class T>
 struct im2col_op {
   const T* x;
   T* cols;
   patch_geometry g;
-  REWIND_HOST_DEVICE void operator()(std::size_t col) const {
-    const std::size_t hw = g.h * g.w, p = col % hw, base = col - p, k = g.k, c = g.c;
+  std::size_t first = 0;
+  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::size_t col = first + i, hw = g.h * g.w, p = col % hw, base = col - p, k = g.k, c = g.c;
     const long long y = static_cast<long long>(p / g.w), x0 = static_cast<long long>(p % g.w), r = static_cast<long long>(k / 2);
-    T* out = cols + col * g.rows();
+    T* out = cols + i * g.rows();
     for (std::size_t ky = 0; ky < k; ++ky)
       for (std::size_t kx = 0; kx < k; ++kx) {
         const long long yy = y + static_cast<long long>(ky) - r, xx = x0 + static_cast<long long>(kx) - r;
@@ -56,25 +57,33 @@ struct im2col_op {
   }
 };
 
-/// The input cotangent at position `col` from the patches' cotangent: the sum, over the taps
-/// that read this position, of their entries (a gather: no two indices write the same place).
+/// Patch column `first + i` of the output cotangent g (c = g's channels), into column i of cols,
+/// laid out for the input cotangent as one GEMM with the weights as they are held: rows
+/// (channel, ky, kx), row ch K K + ky K + kx holding g's channel ch at the position whose patch
+/// reads this one through tap (ky, kx), zero outside the image. The weights (out, K, K, in), read as a
+/// column-major in x (out K K) matrix, times these patches are the input cotangent: the
+/// transposed convolution as a GEMM as deep as the forward one, with nothing to add up after it.
 template <class T>
-struct col2im_op {
-  const T* dcols;
-  T* dx;
-  patch_geometry g;
-  REWIND_HOST_DEVICE void operator()(std::size_t col) const {
-    const std::size_t hw = g.h * g.w, p = col % hw, base = col - p, k = g.k, c = g.c, rows = g.rows();
-    const long long y = static_cast<long long>(p / g.w), x0 = static_cast<long long>(p % g.w), r = static_cast<long long>(k / 2);
-    T* out = dx + col * c;
-    for (std::size_t ch = 0; ch < c; ++ch) out[ch] = T(0);
+struct cotangent_patches_op {
+  const T* g;
+  T* cols;
+  patch_geometry geo;
+  std::size_t first = 0;
+  REWIND_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::size_t col = first + i, hw = geo.h * geo.w, p = col % hw, base = col - p, k = geo.k, kk = k * k, c = geo.c;
+    const long long y = static_cast<long long>(p / geo.w), x0 = static_cast<long long>(p % geo.w), r = static_cast<long long>(k / 2);
+    T* out = cols + i * geo.rows();
     for (std::size_t ky = 0; ky < k; ++ky)
       for (std::size_t kx = 0; kx < k; ++kx) {
         // the patch centred at (y - ky + r, x - kx + r) reads this position through tap (ky, kx)
         const long long yy = y - static_cast<long long>(ky) + r, xx = x0 - static_cast<long long>(kx) + r;
-        if (yy < 0 || xx < 0 || yy >= static_cast<long long>(g.h) || xx >= static_cast<long long>(g.w)) continue;
-        const T* src = dcols + (base + static_cast<std::size_t>(yy) * g.w + static_cast<std::size_t>(xx)) * rows + (ky * k + kx) * c;
-        for (std::size_t ch = 0; ch < c; ++ch) out[ch] += src[ch];
+        T* to = out + ky * k + kx;
+        if (yy < 0 || xx < 0 || yy >= static_cast<long long>(geo.h) || xx >= static_cast<long long>(geo.w)) {
+          for (std::size_t ch = 0; ch < c; ++ch) to[ch * kk] = T(0);
+          continue;
+        }
+        const T* src = g + (base + static_cast<std::size_t>(yy) * geo.w + static_cast<std::size_t>(xx)) * c;
+        for (std::size_t ch = 0; ch < c; ++ch) to[ch * kk] = src[ch];
       }
   }
 };
