@@ -13,6 +13,25 @@
 
 #include <rewind/pointwise.hpp>
 
+namespace rwd::cpu::detail {
+/// [x > 0] as 0 or 1, vectorised: a comparison's mask and-ed with 1 (Eigen casts a comparison's
+/// bools to numbers one element at a time). A NaN gives 0, as the scalar rule does.
+template <class S>
+struct heaviside_op {
+  S operator()(S x) const { return x > S(0) ? S(1) : S(0); }
+  template <class P>
+  P packetOp(const P& x) const {
+    namespace in = Eigen::internal;
+    return in::pand(in::pcmp_lt(in::pzero(x), x), in::pset1<P>(S(1)));
+  }
+};
+}  // namespace rwd::cpu::detail
+
+template <class S>
+struct Eigen::internal::functor_traits<rwd::cpu::detail::heaviside_op<S>> {
+  enum { Cost = 2 * NumTraits<S>::AddCost, PacketAccess = packet_traits<S>::HasCmp };
+};
+
 namespace rwd::fn {
 /// The elementwise primitives over Eigen array expressions: each elementwise function's one
 /// statement (functions.hpp) lowers to one vectorised Eigen expression.
@@ -29,7 +48,7 @@ struct math<X> {
   template <class D>
   static auto positive(const Eigen::ArrayBase<D>& x) { return x.derived().max(scalar(0)); }
   template <class D>
-  static auto heaviside(const Eigen::ArrayBase<D>& x) { return (x.derived() > scalar(0)).template cast<scalar>(); }
+  static auto heaviside(const Eigen::ArrayBase<D>& x) { return x.derived().unaryExpr(cpu::detail::heaviside_op<scalar>{}); }
 };
 }  // namespace rwd::fn
 
