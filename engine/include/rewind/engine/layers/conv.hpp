@@ -58,11 +58,18 @@ struct layer_rule<conv_layer<N, K>> {
       e.gemm(false, true, in, out, columns, l.x, l.g, T(1), l.grads);      // dW^T += u g^T
       e.gemm(false, false, in, columns, out, l.params, l.g, T(0), l.dx);  // du = W^T g
     } else {
+      // The weights' gradient: with an input at least as wide as the output, from the output
+      // cotangent's patches, which the input cotangent needs anyway (one patch matrix per tile,
+      // not two; u g's patches^T lands in the weights' own layout); with a narrower input, from
+      // the input's patches (u's few rows would run Eigen's GEMM at about half its rate).
       const patch_geometry gg{out, l.shape.input.h, l.shape.input.w, K};
       for_tiles(e, std::max(g.rows(), gg.rows()), columns, [&](std::size_t first, std::size_t n) {
-        e.each(im2col_op<T>{l.x, l.work, g, first}, n);
-        e.gemm(false, true, g.rows(), out, n, l.work, l.g + first * out, T(1), l.grads);  // dW^T += patches g^T
+        if (in < out) {
+          e.each(im2col_op<T>{l.x, l.work, g, first}, n);
+          e.gemm(false, true, g.rows(), out, n, l.work, l.g + first * out, T(1), l.grads);  // dW^T += patches g^T
+        }
         e.each(cotangent_patches_op<T>{l.g, l.work, gg, first}, n);
+        if (in >= out) e.gemm(false, true, in, gg.rows(), n, l.x + first * in, l.work, T(1), l.grads);  // dW += u g's patches^T
         e.gemm(false, false, in, n, gg.rows(), l.params, l.work, T(0), l.dx + first * in);  // du = W g's patches
       });
     }
