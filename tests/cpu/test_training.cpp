@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -226,6 +227,39 @@ TEST_CASE("threads: the gradient is the same bit for bit on any number of thread
   rwd::cpu::set_threads(0);
   CHECK(rwd::cpu::threads() == rwd::cpu::default_threads());
   if (!std::getenv("OMP_NUM_THREADS")) CHECK(rwd::cpu::threads() == rwd::cpu::available_cpus());
+}
+
+TEST_CASE("threads: an update runs on the step's threads and is the same bit for bit on any number of them") {
+  // past the size where an update takes more than one thread, and not a multiple of any team
+  const std::size_t n = (std::size_t{1} << 16) + 77;
+  std::vector<float> theta0(n), g(n);
+  for (std::size_t i = 0; i < n; ++i) theta0[i] = std::sin(0.37f * static_cast<float>(i)), g[i] = std::cos(0.11f * static_cast<float>(i));
+  for (int which : {0, 1}) {
+    CAPTURE(which);
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      std::vector<float> theta = theta0;
+      rwd::cpu::optimizer_state<float> state;
+      for (int step = 0; step < 3; ++step) {
+        if (which == 0) rwd::cpu::step(rwd::sgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3}, std::span<float>(theta), std::span<const float>(g), state, threads);
+        else rwd::cpu::step(rwd::adam{.lr = 0.01, .weight_decay = 1e-3}, std::span<float>(theta), std::span<const float>(g), state, threads);
+      }
+      CHECK(theta != theta0);
+      if (first.empty()) first = theta;
+      else CHECK(theta == first);
+    }
+  }
+  // a model's update takes the team its last step ran on (fewer threads on a busy machine)
+  rwd::cpu::set_threads(2);
+  const toy data(12, 9);
+  model_t a(momentum, 3, {.width = 12, .batch = 9, .classes = 3, .seed = 5, .grain = 4});
+  CHECK(a.last_team() == 0);
+  a.loss_and_gradient(data.batch, data.labels, rwd::cpu::mode::reversible);
+  CHECK(a.last_team() >= 1);
+  CHECK(a.last_team() <= 2);
+  a.apply(rwd::sgd{.lr = 0.05});
+  rwd::cpu::set_threads(0);
 }
 
 TEST_CASE("threads: on a busy machine the team shrinks, and grows back when a probe finds it quiet") {

@@ -63,7 +63,7 @@ using rwd::to_string;
 template <class T, class Block>
 class model : public parameter_owner<T, parameter_layout<Block>> {
   using owner = parameter_owner<T, parameter_layout<Block>>;
-  using owner::layout_, owner::params_, owner::grads_, owner::check_parameters, owner::training_noise;
+  using owner::layout_, owner::params_, owner::grads_, owner::check_parameters, owner::training_noise, owner::team_;
 
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::model takes a block made by rwd::block(...)");
@@ -119,8 +119,6 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
   const budget_report& budget() const { return budget_; }
   /// Layers per segment of mode::checkpointed.
   std::size_t checkpoint_every() const { return segment_; }
-  /// Threads the last training step ran on (threads.hpp: fewer than asked on a busy machine).
-  int last_team() const { return team_.last(); }
 
   /// Glorot-uniform weights (each map's last dense layer scaled by output_init_scale) and zero
   /// biases, from std::mt19937_64(seed) in arena order: the same on every machine and backend.
@@ -419,7 +417,6 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
   typename engine_type::scalars_type scalars_{};
   memory_tracker tracker_;
   exact_report exact_;
-  detail::team_choice team_;
 };
 
 }  // namespace rwd::cpu

@@ -1,4 +1,5 @@
-// rewind cpu: optimizers on the flat parameter arena.
+// rewind cpu: optimizers on the flat parameter arena, on the step's threads (each parameter is
+// updated alone, so the result does not depend on how many).
 #pragma once
 
 #include <cmath>
@@ -29,22 +30,30 @@ struct optimizer_state {
   }
 };
 
+namespace detail {
+/// update(i) for every i < n, in vectors, on `threads` threads where n is large enough to pay for
+/// them (a parameter's update reads and writes its own elements only).
+template <class Update>
+void for_each_parameter(std::size_t n, int threads, const Update& update) {
+#pragma omp parallel for simd num_threads(threads) schedule(static) if (threads > 1 && n >= (std::size_t{1} << 16))
+  for (std::size_t i = 0; i < n; ++i) update(i);
+}
+}  // namespace detail
+
 template <class T>
-void step(const sgd& o, std::span<T> theta, std::span<const T> g, optimizer_state<T>& s) {
+void step(const sgd& o, std::span<T> theta, std::span<const T> g, optimizer_state<T>& s, int threads = 1) {
   check(o);
   s.begin(optimizer_kind::sgd, theta.size(), 1);
-  const auto update = sgd_step<T>::of(o, theta.data(), g.data(), s.first.data());
-  for (std::size_t i = 0; i < theta.size(); ++i) update(i);
+  detail::for_each_parameter(theta.size(), threads, sgd_step<T>::of(o, theta.data(), g.data(), s.first.data()));
   ++s.steps;
 }
 
 template <class T>
-void step(const adam& o, std::span<T> theta, std::span<const T> g, optimizer_state<T>& s) {
+void step(const adam& o, std::span<T> theta, std::span<const T> g, optimizer_state<T>& s, int threads = 1) {
   check(o);
   s.begin(optimizer_kind::adam, theta.size(), 2);
   ++s.steps;
-  const auto update = adam_step<T>::of(o, s.steps, theta.data(), g.data(), s.first.data(), s.second.data());
-  for (std::size_t i = 0; i < theta.size(); ++i) update(i);
+  detail::for_each_parameter(theta.size(), threads, adam_step<T>::of(o, s.steps, theta.data(), g.data(), s.first.data(), s.second.data()));
 }
 
 }  // namespace rwd::cpu

@@ -1,8 +1,10 @@
 // rewind cpu: what every CPU model holds of its parameters: one arena laid out by Layout (a stack's
 // rwd::parameter_layout, a staged network's rwd::staged_layout), its gradients, the optimizer's
-// state, the number of updates (the dropout keys' step count), and the files they are saved to.
+// state, the number of updates (the dropout keys' step count), the files they are saved to, and
+// the team of threads its steps run on (threads.hpp), which its updates use too.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -15,6 +17,7 @@
 
 #include "memory.hpp"
 #include "optim.hpp"
+#include "threads.hpp"
 
 namespace rwd::cpu {
 
@@ -26,12 +29,16 @@ class parameter_owner {
   std::span<T> gradients() { return grads_; }
   std::span<const T> gradients() const { return grads_; }
 
-  /// One optimizer step on the parameters with the current gradients (sgd or adam settings).
+  /// One optimizer step on the parameters with the current gradients (sgd or adam settings), on
+  /// as many threads as the last training step ran on.
   template <class Optimizer>
   void apply(const Optimizer& o) {
-    step(o, std::span<T>(params_), std::span<const T>(grads_), optimizer_);
+    step(o, std::span<T>(params_), std::span<const T>(grads_), optimizer_, std::max(1, team_.last()));
     ++updates_;
   }
+  /// Threads the last training step ran on (threads.hpp: fewer than asked on a busy machine; 0
+  /// before the first).
+  int last_team() const { return team_.last(); }
   /// The dropout key of the next training step: the seed and the number of parameter updates so
   /// far, so that every evaluation between two updates (a step, its audit, a gradient check)
   /// draws the same masks, and each update's step new ones.
@@ -51,8 +58,13 @@ class parameter_owner {
  protected:
   parameter_owner(Layout layout, std::uint64_t seed)
       : layout_(std::move(layout)), seed_(seed), params_(layout_.total, T(0)), grads_(layout_.total, T(0)) {}
-  /// A step refuses parameters that are not finite, by position.
+  /// A step refuses parameters that are not finite, by position. (x - x is 0 for every finite x
+  /// and NaN otherwise: one vector pass finds whether to look.)
   void check_parameters() const {
+    T probe = 0;
+#pragma omp simd reduction(+ : probe)
+    for (std::size_t i = 0; i < params_.size(); ++i) probe += params_[i] - params_[i];
+    if (probe == T(0)) return;
     for (std::size_t i = 0; i < params_.size(); ++i)
       if (!std::isfinite(params_[i])) throw error("rewind: parameter " + std::to_string(i) + " is not finite");
   }
@@ -63,6 +75,7 @@ class parameter_owner {
   std::vector<T, aligned_allocator<T>> grads_;  // aligned: see aligned_allocator
   optimizer_state<T> optimizer_;
   std::uint64_t updates_ = 0;  // apply() calls: the step count of the dropout keys
+  detail::team_choice team_;
 };
 
 }  // namespace rwd::cpu

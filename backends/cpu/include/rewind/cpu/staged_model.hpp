@@ -36,7 +36,7 @@ namespace rwd::cpu {
 template <class T, class Stem, class Block, class Down = squeeze_boundary>
 class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>> {
   using owner = parameter_owner<T, staged_layout<Stem, Block, Down>>;
-  using owner::layout_, owner::params_, owner::grads_, owner::check_parameters, owner::training_noise;
+  using owner::layout_, owner::params_, owner::grads_, owner::check_parameters, owner::training_noise, owner::team_;
 
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::staged_model takes a block made by rwd::block(...)");
@@ -84,7 +84,6 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   /// starts from its kept input).
   const budget_report& budget() const { return budget_; }
   std::size_t checkpoint_every() const { return segment_; }
-  int last_team() const { return team_.last(); }
 
   /// Starting values from `seed` (staged_layout::initialise).
   void initialise(std::uint64_t seed) { layout_.initialise(std::span<T>(params_), seed, o_.output_init_scale); }
@@ -195,7 +194,6 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   budget_report budget_;
   typename step_type::scalars_type scalars_{};
   memory_tracker tracker_;
-  detail::team_choice team_;
 };
 
 }  // namespace rwd::cpu
