@@ -1,11 +1,11 @@
 // rewind engine: the convolution y = W * u + b (K x K, stride 1, same padding), as one GEMM of
-// the weights with a patch matrix each way: the input's (im2col) for y and the weights'
-// gradient, the output cotangent's for the input's (cotangent_patches_op: the transposed
-// convolution, as deep a GEMM as the forward one). A 1x1 convolution's patch matrix is its input
-// itself (channels-last: c x positions), so it needs no workspace. The weights are
-// held in the patch order (out, K, K, in), row-major: W^T as a column-major (K K in) x out
-// matrix; files name and shape them as torch.nn.Conv2d does, (out, in, K, K). Like a dense
-// layer, it hands its bias to an activation after it.
+// the weights with a patch matrix each way: the input's (im2col) for y, the output cotangent's
+// for the input's (cotangent_patches_op: the transposed convolution, as deep a GEMM as the
+// forward one), and either for the weights' gradient (see backward). A 1x1 convolution's patch
+// matrix is its input itself (channels-last: c x positions), so it needs no workspace. The
+// weights are held in the patch order (out, K, K, in), row-major: W^T as a column-major
+// (K K in) x out matrix; files name and shape them as torch.nn.Conv2d does, (out, in, K, K).
+// Like a dense layer, it hands its bias to an activation after it.
 #pragma once
 
 #include <algorithm>
