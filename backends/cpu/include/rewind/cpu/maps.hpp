@@ -1,5 +1,7 @@
 // rewind cpu: learned maps on the CPU: the engine's map runner (rewind/engine/map_runner.hpp)
-// over Eigen. A dense layer is one GEMM; bias and activation are one vectorised pass.
+// over Eigen. A dense layer is one GEMM; bias and activation are one vectorised pass. Products
+// whose result has few rows run through thin_gemm where the build has it (Eigen's kernel runs
+// them at about half its rate), on one thread: inside a team, or where Eigen has one.
 #pragma once
 
 #include <Eigen/Core>
@@ -10,6 +12,8 @@
 #include <rewind/engine/map_runner.hpp>
 
 #include "lower.hpp"
+#include "thin_gemm.hpp"
+#include "threads.hpp"
 
 namespace rwd::cpu {
 
@@ -22,6 +26,16 @@ struct map_ops {
   using index = Eigen::Index;
 
   void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T beta, T* c) const {
+    if (ta && tb) throw error("rewind: map_ops::gemm: op(A) and op(B) cannot both be transposed");
+#ifdef REWIND_THIN_GEMM
+    if constexpr (std::is_same_v<T, float>) {
+      if (detail::thin_gemm_takes(ta, m, n) && (detail::in_team() || Eigen::nbThreads() == 1)) {
+        if (tb) detail::thin_gemm(ta, m, n, k, a, b, n, 1, beta != T(0), c);  // B(kk, j) = b[kk n + j]
+        else detail::thin_gemm(ta, m, n, k, a, b, 1, k, beta != T(0), c);
+        return;
+      }
+    }
+#endif
     const auto im = static_cast<index>(m), in = static_cast<index>(n), ik = static_cast<index>(k);
     Eigen::Map<const matrix> A(a, ta ? ik : im, ta ? im : ik), B(b, tb ? in : ik, tb ? ik : in);
     Eigen::Map<matrix> C(c, im, in);
@@ -29,7 +43,6 @@ struct map_ops {
       if (beta == T(0)) C.noalias() = product;
       else C.noalias() += product;
     };
-    if (ta && tb) throw error("rewind: map_ops::gemm: op(A) and op(B) cannot both be transposed");
     if (ta) run(A.transpose() * B);
     else if (tb) run(A * B.transpose());
     else run(A * B);

@@ -1,0 +1,128 @@
+// rewind cpu: C = op(A) op(B) (+ C) in float for products whose C has few rows (16 to 64, a
+// multiple of 16), the shape of every convolution with 16-64 output channels and of the MLP's
+// 16-wide layer. Eigen's AVX-512 kernel works on 48 rows of C at a time, so such products run at
+// about half its rate (16 or 32 rows: 60-110 GFLOP/s a core against 150-170 for wide ones); here a
+// register tile is the whole height of C (one to four vectors) by 6 to 16 columns, each step of k
+// one vector load of A per 16 rows and one broadcast of B per column. Compiled where the build
+// targets AVX-512; elsewhere map_ops runs Eigen.
+//
+// Every element of C is one chain of fused multiply-adds over k in order (starting from C where it
+// is added to), whatever n is and wherever the column falls in a tile: the same inputs give the
+// same bits in any batch split.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define REWIND_THIN_GEMM 1
+#endif
+
+namespace rwd::cpu::detail {
+
+/// Whether thin_gemm runs C = op(A) op(B) with C m x n (A transposed where ta) faster than Eigen:
+/// C's rows a multiple of 16; a transposed A is copied first, which pays where C is at most 64
+/// rows high and 64 columns wide or more (measured: 0.7-1.0x Eigen's rate otherwise, 1.1-1.8x
+/// where it runs).
+constexpr bool thin_gemm_takes(bool ta, std::size_t m, std::size_t n) {
+#ifdef REWIND_THIN_GEMM
+  return m % 16 == 0 && m >= 16 && (!ta || (m <= 64 && n >= 64));
+#else
+  static_cast<void>(ta), static_cast<void>(m), static_cast<void>(n);
+  return false;  // no AVX-512 in this build
+#endif
+}
+
+#ifdef REWIND_THIN_GEMM
+namespace thin {
+
+/// The operands of one block of k: A k-major (A(i, kk) = a[kk lda + i]), B(kk, j) = b[kk sk + j sj],
+/// C column-major with ldc; `add` starts from C's values (else from zero).
+struct operands {
+  const float* a;
+  std::size_t lda;
+  const float* b;
+  std::size_t sk, sj;
+  float* c;
+  std::size_t ldc;
+  std::size_t k;
+  bool add;
+};
+
+/// C(16 MB rows, NB columns) from A and B's first NB columns.
+template <int MB, int NB>
+inline void tile(const operands& o) {
+  __m512 acc[MB][NB];
+  for (int j = 0; j < NB; ++j)
+    for (int i = 0; i < MB; ++i) acc[i][j] = o.add ? _mm512_loadu_ps(o.c + j * o.ldc + 16 * i) : _mm512_setzero_ps();
+  for (std::size_t kk = 0; kk < o.k; ++kk) {
+    __m512 av[MB];
+    for (int i = 0; i < MB; ++i) av[i] = _mm512_loadu_ps(o.a + kk * o.lda + 16 * i);
+    const float* bk = o.b + kk * o.sk;
+    for (int j = 0; j < NB; ++j) {
+      const __m512 bv = _mm512_set1_ps(bk[j * o.sj]);
+      for (int i = 0; i < MB; ++i) acc[i][j] = _mm512_fmadd_ps(av[i], bv, acc[i][j]);
+    }
+  }
+  for (int j = 0; j < NB; ++j)
+    for (int i = 0; i < MB; ++i) _mm512_storeu_ps(o.c + j * o.ldc + 16 * i, acc[i][j]);
+}
+
+/// n columns in tiles of NB, the rest in tiles of NB / 2, NB / 4, ... down to one column.
+template <int MB, int NB>
+inline void columns(operands o, std::size_t n) {
+  std::size_t j = 0;
+  for (; j + NB <= n; j += NB) {
+    tile<MB, NB>(o);
+    o.b += NB * o.sj, o.c += NB * o.ldc;
+  }
+  if constexpr (NB > 1)
+    if (j < n) columns<MB, NB / 2>(o, n - j);
+}
+
+/// Columns per tile: enough independent accumulators to keep both FMA units busy, few enough to
+/// stay in registers; with B's columns far apart (sj > 1) fewer, which its loads favour.
+template <int MB>
+inline void rows(const operands& o, std::size_t n) {
+  if constexpr (MB == 1) o.sj == 1 ? columns<1, 16>(o, n) : columns<1, 8>(o, n);
+  else if constexpr (MB == 2) columns<2, 12>(o, n);
+  else if constexpr (MB == 3) columns<3, 8>(o, n);
+  else columns<4, 6>(o, n);
+}
+
+}  // namespace thin
+
+/// C (m x n, column-major) = op(A) op(B), or += with `add`; op(A) is m x k, A column-major
+/// (transposed where ta: stored k x m); B(kk, j) = b[kk sk + j sj]; m a multiple of 16. C is done
+/// in slices of at most 64 rows; A is copied k-major in blocks of 32 KB (on the stack) where it
+/// is transposed, and blocks of k run one after another over all of C, which keeps A's block in
+/// the L1 cache.
+inline void thin_gemm(bool ta, std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, std::size_t sk, std::size_t sj, bool add,
+                      float* c) {
+  constexpr std::size_t block = 8192;
+  alignas(64) float packed[block];
+  const std::size_t kc = std::max<std::size_t>(1, block / (ta ? m : std::min<std::size_t>(m, 64)));
+  for (std::size_t k0 = 0; k0 < k || k0 == 0; k0 += kc) {
+    const std::size_t kn = std::min(kc, k - k0);
+    const float* ak = a + k0 * m;
+    if (ta) {
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t kk = 0; kk < kn; ++kk) packed[kk * m + i] = a[i * k + k0 + kk];
+      ak = packed;
+    }
+    for (std::size_t r0 = 0; r0 < m; r0 += 64) {
+      const thin::operands o{ak + r0, m, b + k0 * sk, sk, sj, c + r0, m, kn, add || k0 > 0};
+      switch (std::min<std::size_t>(m - r0, 64) / 16) {
+        case 1: thin::rows<1>(o, n); break;
+        case 2: thin::rows<2>(o, n); break;
+        case 3: thin::rows<3>(o, n); break;
+        default: thin::rows<4>(o, n); break;
+      }
+    }
+    if (k == 0) break;
+  }
+}
+#endif
+
+}  // namespace rwd::cpu::detail

@@ -1,0 +1,105 @@
+// The CPU executor's GEMM (map_ops::gemm): Eigen, or thin_gemm for products with few rows where
+// the build targets AVX-512 and the call runs on one thread (Eigen's setting, or inside a team;
+// the tests set Eigen's to one). Every shape class either takes is held to a double-precision loop:
+// rows in and out of thin_gemm's register tiles and 64-row slices, columns that leave ragged
+// tiles, k over several of its blocks, A or B transposed, C replaced (whatever it held) or added to.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <rewind/cpu/maps.hpp>
+
+namespace {
+
+struct product {
+  bool ta, tb;
+  std::size_t m, n, k;
+};
+
+std::vector<float> random_values(std::size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// op(A)(i, kk) and op(B)(kk, j) as map_ops reads them (column-major, BLAS's conventions)
+double a_at(const product& p, const std::vector<float>& a, std::size_t i, std::size_t kk) { return p.ta ? a[i * p.k + kk] : a[kk * p.m + i]; }
+double b_at(const product& p, const std::vector<float>& b, std::size_t kk, std::size_t j) { return p.tb ? b[kk * p.n + j] : b[j * p.k + kk]; }
+
+// C's worst error against the double loop, in units of k eps (|A| |B| <= 1 elementwise)
+double worst_error(const product& p, bool add, std::mt19937& rng) {
+  const auto a = random_values(p.m * p.k, rng), b = random_values(p.k * p.n, rng), c0 = random_values(p.m * p.n, rng);
+  std::vector<float> c = c0;
+  if (!add) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());  // replaced, never read
+  rwd::cpu::map_ops<float>{}.gemm(p.ta, p.tb, p.m, p.n, p.k, a.data(), b.data(), add ? 1.0f : 0.0f, c.data());
+  double worst = 0;
+  for (std::size_t j = 0; j < p.n; ++j)
+    for (std::size_t i = 0; i < p.m; ++i) {
+      double want = add ? c0[j * p.m + i] : 0.0;
+      for (std::size_t kk = 0; kk < p.k; ++kk) want += a_at(p, a, i, kk) * b_at(p, b, kk, j);
+      const double got = c[j * p.m + i];
+      worst = std::isfinite(got) ? std::max(worst, std::abs(got - want)) : std::numeric_limits<double>::infinity();
+    }
+  return worst / (static_cast<double>(p.k + 1) * std::numeric_limits<float>::epsilon());
+}
+
+}  // namespace
+
+TEST_CASE("gemm: every shape class against a double loop, replacing or adding to C") {
+  MESSAGE("thin_gemm in this build: " << (rwd::cpu::detail::thin_gemm_takes(false, 16, 16) ? "yes (AVX-512)" : "no (Eigen only)"));
+  const rwd::cpu::detail::one_gemm_thread alone(true);  // map_ops then takes thin_gemm where it fits
+  std::mt19937 rng(7);
+  for (const auto& [ta, tb] : {std::pair{false, false}, {true, false}, {false, true}})
+    for (std::size_t m : {1u, 16u, 17u, 32u, 48u, 64u, 80u, 144u})
+      for (std::size_t n : {1u, 7u, 37u, 64u, 130u})
+        for (std::size_t k : {0u, 1u, 5u, 300u})
+          for (bool add : {false, true}) {
+            const product p{ta, tb, m, n, k};
+            CAPTURE(p.ta);
+            CAPTURE(p.tb);
+            CAPTURE(m);
+            CAPTURE(n);
+            CAPTURE(k);
+            CAPTURE(add);
+            CHECK(worst_error(p, add, rng) < 1.0);
+          }
+}
+
+TEST_CASE("gemm: thin_gemm gives a column the same bits whatever the other columns are") {
+  if (!rwd::cpu::detail::thin_gemm_takes(false, 32, 130)) {
+    MESSAGE("skipped: thin_gemm is not in this build (no AVX-512), and Eigen makes no such promise");
+    return;
+  }
+  const rwd::cpu::detail::one_gemm_thread alone(true);  // map_ops then takes thin_gemm where it fits
+  // 130 columns run in tiles of 12, 6, 3 and 1; each column alone runs in a tile of one
+  std::mt19937 rng(11);
+  for (const auto& [ta, tb] : {std::pair{false, false}, {true, false}, {false, true}}) {
+    CAPTURE(ta);
+    CAPTURE(tb);
+    const std::size_t m = 32, n = 130, k = 300;
+    const auto a = random_values(m * k, rng), b = random_values(k * n, rng);
+    std::vector<float> all(m * n), one(m);
+    const rwd::cpu::map_ops<float> ops;
+    ops.gemm(ta, tb, m, n, k, a.data(), b.data(), 0.0f, all.data());
+    for (std::size_t j = 0; j < n; j += 9) {
+      CAPTURE(j);
+      std::vector<float> column(k);  // op(B)'s column j, as a k x 1 matrix
+      for (std::size_t kk = 0; kk < k; ++kk) column[kk] = tb ? b[kk * n + j] : b[j * k + kk];
+      if (ta) {
+        // a transposed A goes through thin_gemm only with 64 columns or more: repeat the column
+        std::vector<float> wide(k * 64), out(m * 64);
+        for (std::size_t r = 0; r < 64; ++r) std::copy(column.begin(), column.end(), wide.begin() + static_cast<std::ptrdiff_t>(r * k));
+        ops.gemm(ta, false, m, 64, k, a.data(), wide.data(), 0.0f, out.data());
+        std::copy(out.end() - static_cast<std::ptrdiff_t>(m), out.end(), one.begin());
+      } else {
+        ops.gemm(ta, false, m, 1, k, a.data(), column.data(), 0.0f, one.data());
+      }
+      CHECK(std::equal(one.begin(), one.end(), all.begin() + static_cast<std::ptrdiff_t>(j * m)));
+    }
+  }
+}
