@@ -162,47 +162,104 @@ double median_seconds(const F& f, int reps) {
   return times[3];
 }
 
-/// Seconds of the six GEMMs of one 3x3 bottleneck layer (c -> 32 -> c; two forward, four
-/// backward) on a batch of states of shape s: the weights against their patch matrices.
-double conv_gemm_seconds(rwd::tensor_shape s, std::size_t batch) {
-  using M = Eigen::MatrixXf;
-  const auto C = static_cast<Eigen::Index>(s.c), P = static_cast<Eigen::Index>(s.positions() * batch), H = Eigen::Index{32};
-  M W1 = M::Random(9 * C, H), W2 = M::Random(9 * H, C), X1 = M::Random(9 * C, P), X2 = M::Random(9 * H, P);
-  M Y1(H, P), Y2(C, P), dW1(9 * C, H), dW2(9 * H, C), dX1(9 * C, P), dX2(9 * H, P);
-  auto once = [&] {
-    Y1.noalias() = W1.transpose() * X1;
-    Y2.noalias() = W2.transpose() * X2;
-    dW2.noalias() = X2 * Y2.transpose();
-    dX2.noalias() = W2 * Y2;
-    dW1.noalias() = X1 * Y1.transpose();
-    dX1.noalias() = W1 * Y1;
+/// One product C = op(A) op(B) of a layer (op(A) m x k, op(B) k x n), as map_ops::gemm takes it;
+/// a convolution's runs in tiles of `tile` columns of its patch matrices, along n or along k.
+struct product {
+  bool ta, tb;
+  std::size_t m, n, k;
+  std::size_t tile = 0;
+};
+
+/// The six GEMMs of one layer (two forward, four backward) on `samples` samples: the MLP's two
+/// dense layers, or a 3x3 bottleneck (c -> 32 -> c) on states of shape s as the conv layer runs
+/// them (layers/conv.hpp): the weights against the input's patches, the input cotangent against
+/// the output cotangent's patches, the weights' gradient from the narrower side's patches.
+std::vector<product> layer_products(const memory_options& o, std::optional<rwd::tensor_shape> s, std::size_t samples) {
+  if (!s) {
+    const std::size_t w = o.width, h = hidden, b = samples;
+    return {{false, false, h, b, w}, {false, false, w, b, h}, {false, true, w, h, b}, {true, false, h, b, w}, {false, true, h, w, b}, {true, false, w, b, h}};
+  }
+  const std::size_t p = s->positions() * samples;
+  std::vector<product> all;
+  const auto conv = [&](std::size_t in, std::size_t out, bool forward) {
+    const std::size_t tile = rwd::cpu::map_ops<float>{}.patch_tile_columns(9 * (forward ? in : std::max(in, out)));
+    if (forward) return all.push_back({true, false, out, p, 9 * in, tile});
+    if (in >= out) all.push_back({false, true, in, 9 * out, p, tile});  // dW += u (g's patches)^T
+    else all.push_back({false, true, 9 * in, out, p, tile});            // dW^T += patches g^T
+    all.push_back({false, false, in, p, 9 * out, tile});               // du = W g's patches
   };
-  return median_seconds(once, 5);
+  const std::size_t c = s->c, h = 32;
+  conv(c, h, true), conv(h, c, true), conv(h, c, false), conv(c, h, false);
+  return all;
 }
 
-/// Eigen's rate on the six GEMMs of one layer (two forward, four backward), same shapes (the
-/// CNN's: its convolutions' weights against their patch matrices; the staged network's: a layer
-/// of every stage).
-double gemm_gflops(const memory_options& o) {
-  if (o.net == "cnn") return 3 * layer_flops(o) / conv_gemm_seconds(ref::cnn::state, o.batch) / 1e9;
-  if (o.net == "staged") {
-    double seconds = 0;
-    for (const auto& s : ref::staged::shapes(o.transition)) seconds += conv_gemm_seconds(s, o.batch);
-    return 3 * layer_flops(o) / seconds / 1e9;
+/// C = op(A) op(B) in tiles of p.tile columns (along n, or along k where B is transposed: a
+/// weights' gradient), every tile from the same A and B, which stay in cache as the conv layer's
+/// patch workspace does (a yardstick that flatters the GEMM, if anything); at once where p has
+/// no tiles.
+template <class Gemm>
+void run_product(const product& p, const float* a, const float* b, float* c, Gemm gemm) {
+  const float beta = p.tb ? 1.0f : 0.0f;  // a weights' gradient adds up
+  if (!p.tile) return gemm(p.ta, p.tb, p.m, p.n, p.k, a, b, beta, c);
+  if (p.tb)
+    for (std::size_t first = 0; first < p.k; first += p.tile) gemm(false, true, p.m, p.n, std::min(p.tile, p.k - first), a, b, beta, c);
+  else
+    for (std::size_t first = 0; first < p.n; first += p.tile) gemm(p.ta, false, p.m, std::min(p.tile, p.n - first), p.k, a, b, beta, c + first * p.m);
+}
+
+/// Seconds of a layer's six products for the whole batch, on every thread: `split`, each thread
+/// runs them on its share of the samples through rewind's GEMM (map_ops, as a step's chunks do),
+/// else Eigen runs each on the whole batch on its own threads.
+double products_seconds(const memory_options& o, std::optional<rwd::tensor_shape> s, bool split) {
+  const int threads = split ? rwd::cpu::threads() : 1;
+  const std::size_t share = (o.batch + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads);
+  const auto products = layer_products(o, s, split ? share : o.batch);
+  std::vector<std::vector<float>> buffers(static_cast<std::size_t>(threads) * products.size() * 3);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const product& p = products[i / 3 % products.size()];
+    buffers[i].resize(i % 3 == 0 ? p.m * p.k : i % 3 == 1 ? p.k * p.n : p.m * p.n);
+    for (auto& x : buffers[i]) x = d(rng);
   }
-  using M = Eigen::MatrixXf;
-  const auto W = static_cast<Eigen::Index>(o.width), B = static_cast<Eigen::Index>(o.batch), H = Eigen::Index{hidden};
-  M W1 = M::Random(H, W), W2 = M::Random(W, H), X = M::Random(W, B);
-  M Hd(H, B), Y(W, B), dW1(H, W), dW2(W, H), dH(H, B), dX(W, B);
-  auto once = [&] {
-    Hd.noalias() = W1 * X;
-    Y.noalias() = W2 * Hd;
-    dW2.noalias() = Y * Hd.transpose();
-    dH.noalias() = W2.transpose() * Y;
-    dW1.noalias() = dH * X.transpose();
-    dX.noalias() = W1.transpose() * dH;
+  const auto run = [&](std::size_t t) {
+    for (std::size_t j = 0; j < products.size(); ++j) {
+      const product& p = products[j];
+      auto* at = &buffers[(t * products.size() + j) * 3];
+      if (split) run_product(p, at[0].data(), at[1].data(), at[2].data(), [](auto... x) { rwd::cpu::map_ops<float>{}.gemm(x...); });
+      else run_product(p, at[0].data(), at[1].data(), at[2].data(), [](auto... x) { rwd::cpu::map_ops<float>::eigen_gemm(x...); });
+    }
   };
-  return 3 * layer_flops(o) / median_seconds(once, 20) / 1e9;
+  return median_seconds(
+      [&] {
+        if (!split) return run(0);
+#pragma omp parallel num_threads(threads)
+        run(static_cast<std::size_t>(rwd::cpu::detail::thread_number()));
+      },
+      s ? 1 : 20);
+}
+
+/// The GEMM rate a step is held to: the faster of Eigen's on the whole batch and rewind's on each
+/// thread's share (a layer's six products: the MLP's, the CNN's convolutions, or a layer of every
+/// stage of the staged network), with both rates for the report.
+struct gemm_rates {
+  double eigen = 0, rewind = 0;
+  double best() const { return std::max(eigen, rewind); }
+};
+gemm_rates gemm_gflops(const memory_options& o) {
+  std::vector<std::optional<rwd::tensor_shape>> shapes{std::nullopt};
+  if (o.net == "cnn") shapes = {ref::cnn::state};
+  if (o.net == "staged") {
+    const auto stages = ref::staged::shapes(o.transition);
+    shapes.assign(stages.begin(), stages.end());
+  }
+  gemm_rates r;
+  for (bool split : {false, true}) {
+    double seconds = 0;
+    for (const auto& s : shapes) seconds += products_seconds(o, s, split);
+    (split ? r.rewind : r.eigen) = 3 * layer_flops(o) / seconds / 1e9;
+  }
+  return r;
 }
 
 /// A process that spins on one core until it is killed: the busy machine of --contend. Forked
@@ -302,7 +359,8 @@ int run_memory(const memory_options& o, const std::string& self) {
     if (const std::string why = gpu::unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
     where = "GPU " + gpu::make<float>(1, {.width = 8, .batch = 1, .classes = 2}, o.mu)->device() + ", CUDA events";
   }
-  const double gemm = gpu ? 0 : gemm_gflops(o);
+  const gemm_rates rates = gpu ? gemm_rates{} : gemm_gflops(o);
+  const double gemm = rates.best();
   std::string net = o.net == "cnn" ? "cnn, state " + ref::cnn::state.text() + ", map " + ref::cnn::f.describe(ref::cnn::state)
                                     : fmt::format("width {}, map {}", o.width, ref::f.describe(o.width));
   if (o.net == "staged") {
@@ -315,7 +373,9 @@ int run_memory(const memory_options& o, const std::string& self) {
              o.rounds > 1 ? fmt::format(", {} interleaved rounds", o.rounds) : std::string());
   if (o.contend) fmt::print("busy: another process spins on one core while the step runs\n");
   if (gpu) fmt::print("peak MB: tracked device bytes of the step's activations and workspaces\n\n");
-  else fmt::print("Eigen GEMM on one layer's six products, {} thread(s): {:.2f} GFLOP/s\n\n", rwd::cpu::threads(), gemm);
+  else
+    fmt::print("GEMM on one layer's six products, {} thread(s): {:.2f} GFLOP/s (Eigen's, whole batch: {:.2f}; rewind's, each thread's share: {:.2f})\n\n",
+               rwd::cpu::threads(), gemm, rates.eigen, rates.rewind);
   const auto label = [&](const row& x) { return fmt::format("{}{}", x.threads, x.busy ? " busy" : ""); };
   const auto ran = [&](const row& x) {  // the setting, and the team the last step ran on where it was smaller
     return x.team > 0 && x.team < x.threads ? fmt::format("{} ({})", label(x), x.team) : label(x);
@@ -401,9 +461,9 @@ int run_memory(const memory_options& o, const std::string& self) {
 
   std::string json = fmt::format(
       "{{\"config\": {{\"net\": \"{}\", \"width\": {}, \"hidden\": {}, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, \"grain\": {}, \"transition\": \"{}\", "
-      "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
+      "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"gemm_gflops_eigen\": {}, \"gemm_gflops_rewind\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
       o.net, o.width, o.net != "mlp" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, options_of(o).grain, o.transition, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
-      rounds, json_number(gemm), o.device);
+      rounds, json_number(gemm), json_number(rates.eigen), json_number(rates.rewind), o.device);
   std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops,threads,busy\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];

@@ -26,16 +26,20 @@ struct map_ops {
   using index = Eigen::Index;
 
   void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T beta, T* c) const {
-    if (ta && tb) throw error("rewind: map_ops::gemm: op(A) and op(B) cannot both be transposed");
 #ifdef REWIND_THIN_GEMM
     if constexpr (std::is_same_v<T, float>) {
-      if (detail::thin_gemm_takes(ta, m, n) && (detail::in_team() || Eigen::nbThreads() == 1)) {
+      if (!(ta && tb) && detail::thin_gemm_takes(ta, m, n) && (detail::in_team() || Eigen::nbThreads() == 1)) {
         if (tb) detail::thin_gemm(ta, m, n, k, a, b, n, 1, beta != T(0), c);  // B(kk, j) = b[kk n + j]
         else detail::thin_gemm(ta, m, n, k, a, b, 1, k, beta != T(0), c);
         return;
       }
     }
 #endif
+    eigen_gemm(ta, tb, m, n, k, a, b, beta, c);
+  }
+  /// gemm through Eigen's products alone (on Eigen's threads, outside a team).
+  static void eigen_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T beta, T* c) {
+    if (ta && tb) throw error("rewind: map_ops::gemm: op(A) and op(B) cannot both be transposed");
     const auto im = static_cast<index>(m), in = static_cast<index>(n), ik = static_cast<index>(k);
     Eigen::Map<const matrix> A(a, ta ? ik : im, ta ? im : ik), B(b, tb ? in : ik, tb ? ik : in);
     Eigen::Map<matrix> C(c, im, in);

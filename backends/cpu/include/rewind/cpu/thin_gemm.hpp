@@ -1,10 +1,10 @@
-// rewind cpu: C = op(A) op(B) (+ C) in float for products whose C has few rows (16 to 64, a
-// multiple of 16), the shape of every convolution with 16-64 output channels and of the MLP's
-// 16-wide layer. Eigen's AVX-512 kernel works on 48 rows of C at a time, so such products run at
-// about half its rate (16 or 32 rows: 60-110 GFLOP/s a core against 150-170 for wide ones); here a
-// register tile is the whole height of C (one to four vectors) by 6 to 16 columns, each step of k
-// one vector load of A per 16 rows and one broadcast of B per column. Compiled where the build
-// targets AVX-512; elsewhere map_ops runs Eigen.
+// rewind cpu: C = op(A) op(B) (+ C) in float, C's rows a multiple of 16, for the products that
+// Eigen's AVX-512 kernel runs at half its rate: those with few rows (every convolution with 16-64
+// output channels, the MLP's 16-wide layer: 60-110 GFLOP/s a core against 150-170 for wide ones,
+// as it works on 48 rows of C at a time) and those with a shallow k. A register tile is up to 64
+// rows of C (one to four vectors) by 6 to 16 columns; each step of k is one vector load of A per
+// 16 rows and one broadcast of B per column. Compiled where the build targets AVX-512; elsewhere
+// map_ops runs Eigen.
 //
 // Every element of C is one chain of fused multiply-adds over k in order (starting from C where it
 // is added to), whatever n is and wherever the column falls in a tile: the same inputs give the
