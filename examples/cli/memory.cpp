@@ -219,7 +219,8 @@ double products_seconds(const memory_options& o, std::optional<rwd::tensor_shape
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const product& p = products[i / 3 % products.size()];
-    buffers[i].resize(i % 3 == 0 ? p.m * p.k : i % 3 == 1 ? p.k * p.n : p.m * p.n);
+    const std::size_t along = p.tb ? p.k : p.n, span = p.tile ? std::min(p.tile, along) : along;  // A and B: one tile
+    buffers[i].resize(i % 3 == 0 ? p.m * (p.tb ? span : p.k) : i % 3 == 1 ? (p.tb ? p.n : p.k) * span : p.m * p.n);
     for (auto& x : buffers[i]) x = d(rng);
   }
   const auto run = [&](std::size_t t) {

@@ -51,7 +51,7 @@ double worst_error(const product& p, bool add, std::mt19937& rng) {
 }  // namespace
 
 TEST_CASE("gemm: every shape class against a double loop, replacing or adding to C") {
-  MESSAGE("thin_gemm in this build: " << (rwd::cpu::detail::thin_gemm_takes(false, 16, 16) ? "yes (AVX-512)" : "no (Eigen only)"));
+  MESSAGE("thin_gemm in this build: " << (rwd::cpu::detail::thin_gemm_takes(16) ? "yes (AVX-512)" : "no (Eigen only)"));
   const rwd::cpu::detail::one_gemm_thread alone(true);  // map_ops then takes thin_gemm where it fits
   std::mt19937 rng(7);
   for (const auto& [ta, tb] : {std::pair{false, false}, {true, false}, {false, true}})
@@ -71,7 +71,7 @@ TEST_CASE("gemm: every shape class against a double loop, replacing or adding to
 }
 
 TEST_CASE("gemm: thin_gemm gives a column the same bits whatever the other columns are") {
-  if (!rwd::cpu::detail::thin_gemm_takes(false, 32, 130)) {
+  if (!rwd::cpu::detail::thin_gemm_takes(32)) {
     MESSAGE("skipped: thin_gemm is not in this build (no AVX-512), and Eigen makes no such promise");
     return;
   }
