@@ -3,8 +3,8 @@
 // output channels, the MLP's 16-wide layer: 60-110 GFLOP/s a core against 150-170 for wide ones,
 // as it works on 48 rows of C at a time) and those with a shallow k. A register tile is up to 64
 // rows of C (one to four vectors) by 6 to 16 columns; each step of k is one vector load of A per
-// 16 rows and one broadcast of B per column. Compiled where the build targets AVX-512; elsewhere
-// map_ops runs Eigen.
+// 16 rows and one broadcast of B per column. Where the CPU has no AVX-512 (or the compiler cannot
+// build the copy for it), map_ops runs Eigen.
 //
 // Every element of C is one chain of fused multiply-adds over k in order (starting from C where it
 // is added to), whatever n is and wherever the column falls in a tile: the same inputs give the
@@ -14,26 +14,44 @@
 #include <algorithm>
 #include <cstddef>
 
-#if defined(__AVX512F__) && !defined(__CUDACC__)
-#include <Eigen/Core>
+// Where the build targets AVX-512 the kernel is compiled as it is; built for any x86-64 with GCC
+// (an application that sets no -march), it is compiled for AVX-512 under a target pragma and
+// runs where the CPU has it (thin_gemm_runs, checked once), as the exact mode's tiles do.
+#if !defined(__CUDACC__) && defined(__x86_64__) && (defined(__AVX512F__) || (defined(__GNUC__) && !defined(__clang__)))
 #include <immintrin.h>
 #define REWIND_THIN_GEMM 1
+#ifndef __AVX512F__
+#define REWIND_THIN_GEMM_DISPATCH 1
+#endif
 #endif
 
 namespace rwd::cpu::detail {
 
-/// Whether thin_gemm runs a product whose result has m rows: a multiple of 16, in a build that
-/// targets AVX-512 (measured on the shipped networks' products: 1.04-1.8x Eigen's rate).
-constexpr bool thin_gemm_takes(std::size_t m) {
-#ifdef REWIND_THIN_GEMM
-  return m % 16 == 0 && m >= 16;
+/// Whether this process runs thin_gemm: a build that targets AVX-512, or a GCC build for any
+/// x86-64 on a CPU with AVX-512F (a test turns it off).
+inline bool thin_gemm_runs = [] {
+#if defined(REWIND_THIN_GEMM_DISPATCH)
+  __builtin_cpu_init();  // this may run among the static initialisers, before libgcc's own
+  return __builtin_cpu_supports("avx512f") != 0;
+#elif defined(REWIND_THIN_GEMM)
+  return true;
 #else
-  static_cast<void>(m);
   return false;
 #endif
-}
+}();
+
+/// Whether thin_gemm runs a product whose result has m rows: a multiple of 16, where it runs
+/// at all (measured on the shipped networks' products: 1.04-1.8x Eigen's rate).
+inline bool thin_gemm_takes(std::size_t m) { return thin_gemm_runs && m % 16 == 0 && m >= 16; }
 
 #ifdef REWIND_THIN_GEMM
+#ifdef REWIND_THIN_GEMM_DISPATCH
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (bug 105593)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace thin {
 
 /// The operands of one block of k: A k-major (A(i, kk) = a[kk lda + i]), B(kk, j) = b[kk sk + j sj],
@@ -90,35 +108,52 @@ inline void rows(const operands& o, std::size_t n) {
   else columns<4, 6>(o, n);
 }
 
+/// Transposes a 16 x 16 block in registers: r[i] holds row i on entry, column i on exit.
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  // u[4g + c], 128-bit lane q: rows 4g .. 4g + 3 of column 4q + c
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_shuffle_ps(t[g], t[g + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; ++c) {  // column 4q + c: lane q of u[c], u[4 + c], u[8 + c], u[12 + c]
+    const __m512 even_a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), even_b = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 odd_a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD), odd_b = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(even_a, even_b, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(even_a, even_b, 0xDD);
+    r[4 + c] = _mm512_shuffle_f32x4(odd_a, odd_b, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(odd_a, odd_b, 0xDD);
+  }
+}
+
 /// Rows r0 .. r0 + rows of op(A) = A^T (A stored k x m, column-major: op(A)(i, kk) = a[i k + kk])
-/// for kk in [k0, k0 + kn), k-major into `packed` (packed[kk' rows + i']), 16 x 16 blocks
+/// for kk in [k0, k0 + kn), k-major into `packed` (packed[kk' rows + i']), in 16 x 16 blocks
 /// transposed in registers.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wignored-attributes"  // PacketBlock<__m512>: the attributes do not matter to a local
 inline void pack_transposed(const float* a, std::size_t k, std::size_t r0, std::size_t rows, std::size_t k0, std::size_t kn, float* packed) {
-  using Eigen::internal::Packet16f;
   for (std::size_t i = 0; i < rows; i += 16) {
     const float* from = a + (r0 + i) * k + k0;
     std::size_t kk = 0;
     for (; kk + 16 <= kn; kk += 16) {
-      Eigen::internal::PacketBlock<Packet16f, 16> block;
-      for (std::size_t r = 0; r < 16; ++r) block.packet[r] = Eigen::internal::ploadu<Packet16f>(from + r * k + kk);
-      Eigen::internal::ptranspose(block);  // packet[c]: column kk + c of the 16 rows
-      for (std::size_t r = 0; r < 16; ++r) Eigen::internal::pstoreu(packed + (kk + r) * rows + i, block.packet[r]);
+      __m512 block[16];
+      for (std::size_t r = 0; r < 16; ++r) block[r] = _mm512_loadu_ps(from + r * k + kk);
+      transpose16(block);  // block[c]: column kk + c of the 16 rows
+      for (std::size_t c = 0; c < 16; ++c) _mm512_storeu_ps(packed + (kk + c) * rows + i, block[c]);
     }
     for (; kk < kn; ++kk)
       for (std::size_t r = 0; r < 16; ++r) packed[kk * rows + i + r] = from[r * k + kk];
   }
 }
-#pragma GCC diagnostic pop
 
 }  // namespace thin
 
 /// C (m x n, column-major) = op(A) op(B), or += with `add`; op(A) is m x k, A column-major
 /// (transposed where ta: stored k x m); B(kk, j) = b[kk sk + j sj]; m a multiple of 16. Blocks of
 /// k run one after another over all of C, in slices of at most 64 rows, each slice's block of A
-/// (32 KB) in the L1 cache; a transposed A's is copied k-major first (on the stack, 16 x 16 blocks
-/// transposed in registers).
+/// (32 KB) in the L1 cache; a transposed A's is copied k-major first (on the stack). Only where
+/// thin_gemm_runs.
 inline void thin_gemm(bool ta, std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, std::size_t sk, std::size_t sj, bool add,
                       float* c) {
   constexpr std::size_t block = 64 * 128;  // floats: 32 KB
@@ -142,6 +177,10 @@ inline void thin_gemm(bool ta, std::size_t m, std::size_t n, std::size_t k, cons
     }
   }
 }
+#ifdef REWIND_THIN_GEMM_DISPATCH
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
 #endif
 
 }  // namespace rwd::cpu::detail
