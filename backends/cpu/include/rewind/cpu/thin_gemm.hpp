@@ -159,7 +159,7 @@ inline void thin_gemm(bool ta, std::size_t m, std::size_t n, std::size_t k, cons
   constexpr std::size_t block = 64 * 128;  // floats: 32 KB
   alignas(64) float packed[block];
   const std::size_t kc = block / std::min<std::size_t>(m, 64);
-  for (std::size_t k0 = 0; k0 < k || k0 == 0; k0 += kc) {
+  for (std::size_t k0 = 0; k0 < k || k0 == 0; k0 += kc) {  // once where k is 0: C zeroed, or left as it is
     const std::size_t kn = std::min(kc, k - k0);
     for (std::size_t r0 = 0; r0 < m; r0 += 64) {
       const std::size_t rows = std::min<std::size_t>(m - r0, 64);
