@@ -33,6 +33,7 @@
 
 #include "executor.cuh"
 #include "kernels.cuh"
+#include "parameters.cuh"
 #include "runtime.cuh"
 
 namespace rwd::cuda {
@@ -43,7 +44,9 @@ using rwd::mode;
 using rwd::options;
 
 template <class T, class Block>
-class model {
+class model : public parameter_owner<T, parameter_layout<Block>> {
+  using owner = parameter_owner<T, parameter_layout<Block>>;
+  using owner::ctx_, owner::layout_, owner::fixed_, owner::params_, owner::grads_, owner::queue_parameter_check, owner::check_parameters;
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cuda models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cuda::model takes a block made by rwd::block(...)");
   using State = std::remove_const_t<decltype(Block::state())>;
@@ -68,7 +71,10 @@ class model {
   /// A model of the block stacked `depth` times; loss_and_gradient(batch, labels) rewinds
   /// (mode::reversible, checked against the budget unless options.lossy).
   model(Block, std::size_t depth, const options& o, const env& bindings = {})
-      : depth_(depth), o_(with_shape_width(o)), bindings_(bindings), arena_(state_shape(o_), depth, o_.classes) {
+      : owner(parameter_layout<Block>(state_shape(with_shape_width(o)), depth, o.classes), o.seed),
+        depth_(depth),
+        o_(with_shape_width(o)),
+        bindings_(bindings) {
     if (o_.width == 0 || o_.batch == 0 || o.classes == 0 || depth == 0)
       throw error("rewind: a model needs width, batch, classes and depth of at least 1");
     input_ = state_index_of<State>(o.input);
@@ -77,39 +83,18 @@ class model {
     budget_ = rwd::budget<T>(Block{}, bindings);
     segment_ = checkpoint_segment(o.checkpoint_every, budget_, depth);
     scalars_ = engine_type::scalars(bindings);
-    params_ = device_buffer<T>(fixed_, arena_.total);
-    grads_ = device_buffer<T>(fixed_, arena_.total);
     labels_ = device_buffer<int>(fixed_, o.batch);
     losses_ = device_buffer<double>(fixed_, o.batch);
-    flag_ = device_buffer<int>(fixed_, 1);
     if constexpr (has_data_alpha) alpha_bad_ = device_buffer<unsigned>(fixed_, 2 * depth * Block::size);
     initialise(o.seed);
   }
 
   /// The same weights as the CPU backend's model for the same seed (rwd::parameter_layout).
-  void initialise(std::uint64_t seed) {
-    std::vector<T> host(arena_.total);
-    arena_.initialise(std::span<T>(host), seed, o_.output_init_scale);
-    set_parameters(host);
-  }
+  void initialise(std::uint64_t seed) { owner::initialise(seed, o_.output_init_scale); }
 
-  std::vector<T> parameters() const { return download_all(params_); }
-  std::vector<T> gradients() const { return download_all(grads_); }
   /// dloss/dinput of the last loss_and_gradient (width x batch).
   std::vector<T> input_gradient() const { return input_grad_; }
-  void set_parameters(std::span<const T> values) {
-    if (values.size() != arena_.total)
-      throw error("rewind: " + std::to_string(values.size()) + " parameters for a model of " + std::to_string(arena_.total));
-    for (T v : values)
-      if (!std::isfinite(v)) throw error("rewind: set_parameters: a parameter is not finite");
-    upload(params_.data(), values.data(), values.size(), ctx_.stream());
-    ctx_.synchronize();
-  }
-  /// The device arenas, for collectives (NCCL) and custom kernels; valid on the model's stream.
-  T* device_parameters() { return params_.data(); }
-  T* device_gradients() { return grads_.data(); }
-  std::size_t parameter_count() const { return arena_.total; }
-  std::size_t parameters_per_layer() const { return arena_.per_layer; }
+  std::size_t parameters_per_layer() const { return layout_.per_layer; }
   std::size_t depth() const { return depth_; }
   const options& config() const { return o_; }
   const env& bindings() const { return bindings_; }
@@ -119,9 +104,6 @@ class model {
   /// Activations and workspaces (the plan's bytes).
   device_tracker& memory() { return tracker_; }
   const device_tracker& memory() const { return tracker_; }
-  /// Parameters, gradients, the optimizer's state, labels and losses.
-  const device_tracker& arena_memory() const { return fixed_; }
-  const context& device() const { return ctx_; }
 
   /// One step in the mode of the model's policy (see the constructors).
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, const gradient_listener& ready = {}) {
@@ -143,22 +125,22 @@ class model {
     const cudaStream_t s = ctx_.stream();
     queue_parameter_check();
     queue_alpha_check();
-    REWIND_CUDA(cudaMemsetAsync(grads_.data(), 0, grads_.size() * sizeof(T), s));
+    owner::zero_gradients();
     upload(labels_.data(), labels.data(), labels.size(), s);
     states st(*this);
     upload(st.s[input_].data(), batch.data(), batch.size(), s);
-    const engine_type eng = engine(training_noise());
+    const engine_type eng = engine(this->training_noise());
     device_buffer<T> tape(tracker_, engine_type::tape_size(m, state_shape(o_), o_.batch, depth_, segment_));
     device_buffer<T> work(tracker_, engine_type::work_per_sample(m, state_shape(o_), o_.classes) * o_.batch);
     lane ln = st.whole(work.data());
     eng.forward(ln, m, tape.data());
-    ln.grads = grads_.data() + arena_.head;
+    ln.grads = grads_.data() + layout_.head;
     eng.head(ln, labels_.data(), losses_.data());
-    if (ready) ready(arena_.head);
+    if (ready) ready(layout_.head);
     for (std::size_t l = depth_; l-- > 0;) {
-      ln.grads = grads_.data() + l * arena_.per_layer;
+      ln.grads = grads_.data() + l * layout_.per_layer;
       eng.backward(l, ln, m, tape.data());
-      if (ready) ready(l * arena_.per_layer);
+      if (ready) ready(l * layout_.per_layer);
     }
     input_grad_.resize(o_.width * o_.batch);
     std::vector<double> losses(o_.batch);
@@ -251,43 +233,6 @@ class model {
     return engine_type::whole_batch_plan(m, state_shape(o_), o_.batch, o_.classes, depth_, segment_);
   }
 
-  /// Writes the parameters to `path` atomically, as the CPU model does (a safetensors file where
-  /// the name ends in .safetensors, else rewind's parameter file; either backend's loads into
-  /// the other).
-  void save(const std::string& path) const {
-    const std::vector<T> values = parameters();
-    arena_.save(path, std::span<const T>(values));
-  }
-  /// Reads parameters written by save() (either backend) for the same block and shapes; on any
-  /// error the model is unchanged and the message names the cause.
-  void load(const std::string& path) { set_parameters(arena_.template load<T>(path)); }
-
-  /// One optimizer step on the device (sgd or adam settings). Switching optimizers starts the new
-  /// one's state afresh (rwd::optimizer_kind), as on the CPU.
-  void apply(const sgd& o) {
-    check(o);
-    begin_optimizer(kind_of(o), 1);
-    for_each(sgd_step<T>::of(o, params_.data(), grads_.data(), first_.data()), arena_.total, ctx_.stream());
-    ++steps_;
-    ++updates_;
-  }
-  void apply(const adam& o) {
-    check(o);
-    begin_optimizer(kind_of(o), 2);
-    ++steps_;
-    for_each(adam_step<T>::of(o, steps_, params_.data(), grads_.data(), first_.data(), second_.data()), arena_.total, ctx_.stream());
-    ++updates_;
-  }
-  /// The dropout key of the next training step, as the CPU model's: the seed and the number of
-  /// parameter updates so far.
-  std::uint64_t training_noise() const { return noise_key(o_.seed, updates_); }
-  /// Forgets the optimizer's moments and step count.
-  void reset_optimizer() {
-    first_.reset(), second_.reset();
-    steps_ = 0;
-    optimizer_ = optimizer_kind::none;
-  }
-
  private:
   // --- state and cotangents (device) -------------------------------------------------------------
   struct states {
@@ -328,36 +273,10 @@ class model {
   /// The algorithm of a step (rewind/engine/step.hpp) over the device arena, on the stream.
   /// `noise`: the step's dropout key (training_noise()), or 0 outside a training step.
   engine_type engine(std::uint64_t noise = 0) {
-    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_, noise}, arena_, params_.data(), scalars_,
+    return engine_type({state_shape(o_), o_.batch, o_.classes, depth_, segment_, input_, output_, noise}, layout_, params_.data(), scalars_,
                        executor<T>{ctx_.blas(), ctx_.stream(), &bindings_, alpha_bad_.data(), depth_, Block::size});
   }
 
-  std::vector<T> download_all(const device_buffer<T>& b) const {
-    std::vector<T> out(b.size());
-    download(out.data(), b.data(), b.size(), ctx_.stream());
-    return out;
-  }
-  /// Zeroed moments (one arena for sgd, two for adam) and step 0, unless they are already k's.
-  void begin_optimizer(optimizer_kind k, int moments) {
-    if (optimizer_ == k) return;
-    reset_optimizer();
-    const cudaStream_t s = ctx_.stream();
-    first_ = device_buffer<T>(fixed_, arena_.total);
-    REWIND_CUDA(cudaMemsetAsync(first_.data(), 0, arena_.total * sizeof(T), s));
-    if (moments == 2) {
-      second_ = device_buffer<T>(fixed_, arena_.total);
-      REWIND_CUDA(cudaMemsetAsync(second_.data(), 0, arena_.total * sizeof(T), s));
-    }
-    optimizer_ = k;
-  }
-
-  /// Queues a check of every parameter into flag_ (read at the step's sync, after the loss: the
-  /// host never waits for the previous optimizer step just to look at its parameters).
-  void queue_parameter_check() {
-    const cudaStream_t s = ctx_.stream();
-    REWIND_CUDA(cudaMemsetAsync(flag_.data(), 0, sizeof(int), s));
-    for_each(nonfinite_op<T>{params_.data(), flag_.data()}, arena_.total, s);
-  }
   /// Zeroes the alpha counters before a pass.
   void queue_alpha_check() {
     if constexpr (has_data_alpha)
@@ -388,14 +307,6 @@ class model {
         if (bad[at]) report(at);
     }
   }
-  /// Waits for the stream, then throws when a parameter was not finite (the flag queued by
-  /// queue_parameter_check; the gradients of such a step are garbage, the parameters unchanged).
-  void check_parameters() {
-    int bad = 0;
-    download(&bad, flag_.data(), 1, ctx_.stream());
-    if (bad) throw error("rewind: a parameter is not finite (the step's gradients are void)");
-  }
-
   /// The whole stack forward from an input batch, nothing kept; `visit(states)`, when given, sees
   /// the input and the state after every layer.
   template <class Visit = std::nullptr_t>
@@ -418,24 +329,18 @@ class model {
     return st;
   }
 
-  context ctx_;
   std::size_t depth_;
   mode mode_ = mode::reversible;
   options o_;
   env bindings_;
-  parameter_layout<Block> arena_;
   std::size_t input_ = 0, output_ = 0, segment_ = 1;
   budget_report budget_;
   typename engine_type::scalars_type scalars_{};
-  device_tracker fixed_, tracker_;  // fixed_: arenas, labels, losses; tracker_: a step's buffers
-  device_buffer<T> params_, grads_, first_, second_;
-  device_buffer<int> labels_, flag_;
+  device_tracker tracker_;  // a step's buffers (the arenas, labels and losses: fixed_)
+  device_buffer<int> labels_;
   device_buffer<unsigned> alpha_bad_;  // per pass (forward, rewind), layer and update: bad alpha elements
   device_buffer<double> losses_;
   std::vector<T> input_grad_;
-  long long steps_ = 0;
-  std::uint64_t updates_ = 0;  // apply() calls, never reset: the step count of the dropout keys
-  optimizer_kind optimizer_ = optimizer_kind::none;
 };
 
 }  // namespace rwd::cuda
