@@ -31,6 +31,20 @@ template step_result run<float>(const std::string&, std::size_t, const rwd::opti
 template step_result run<double>(const std::string&, std::size_t, const rwd::options&, const std::vector<double>&,
                                  const std::vector<double>&, const std::vector<int>&, rwd::mode);
 
+template <class T>
+step_result run_staged(const std::string& net, const rwd::stages& shape, const rwd::options& o, const std::vector<T>& params,
+                       const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m) {
+  return with_staged(net, [&](auto stem, auto down, auto block) {
+    rwd::cuda::staged_model<T, decltype(stem), decltype(block), decltype(down)> model(stem, down, block, shape, o, rwd::env{}.set("mu", mu));
+    model.set_parameters(params);
+    return record(model, batch, labels, m);
+  });
+}
+template step_result run_staged<float>(const std::string&, const rwd::stages&, const rwd::options&, const std::vector<float>&,
+                                       const std::vector<float>&, const std::vector<int>&, rwd::mode);
+template step_result run_staged<double>(const std::string&, const rwd::stages&, const rwd::options&, const std::vector<double>&,
+                                        const std::vector<double>&, const std::vector<int>&, rwd::mode);
+
 namespace {
 // a template: nvcc's host pass cannot spell the block's type where it is written out
 template <class Block>
@@ -53,8 +67,17 @@ std::string alpha_refusals_of(Block b) {
   alpha_refusals(log, [&](const rwd::options& o) { return rwd::cuda::model<float, Block>(b, 6, o); });
   return log.text();
 }
+
+template <class Stem, class Block>
+std::string staged_refusals_of(Stem stem, Block b) {
+  refusal_log log;
+  staged_refusals(log, [&](const rwd::stages& net, const rwd::options& o) {
+    return rwd::cuda::staged_model<float, Stem, Block>(stem, b, net, o, rwd::env{}.set("mu", mu));
+  });
+  return log.text();
+}
 }  // namespace
 
-std::string refusals() { return refusals_of(tb::momentum) + alpha_refusals_of(tb::gated); }
+std::string refusals() { return refusals_of(tb::momentum) + alpha_refusals_of(tb::gated) + staged_refusals_of(tb::stem, tb::staged_momentum); }
 
 }  // namespace gpu_bridge

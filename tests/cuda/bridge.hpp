@@ -39,6 +39,13 @@ template <class T>
 step_result run(const std::string& block, std::size_t depth, const rwd::options& o, const std::vector<T>& params,
                 const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m);
 
+/// Staged networks the bridge knows (tests/dsl/blocks.hpp): "squeeze" (a stem, stages of
+/// staged_momentum with squeezes between them) and "pool" (the same with the kept transition
+/// pool); the options need batch and classes. No forward state, rewind or input gradient.
+template <class T>
+step_result run_staged(const std::string& net, const rwd::stages& shape, const rwd::options& o, const std::vector<T>& params,
+                       const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m);
+
 /// The messages of the engine refusing bad input (wrong sizes, non-finite values, bad labels,
 /// a setting the engine does not run, reversible past the budget, an alpha from the data that is
 /// zero in each float mode), one per line; "(accepted)" for each that was not refused.

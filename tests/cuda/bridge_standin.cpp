@@ -31,6 +31,27 @@ step_result run_block(Block b, std::size_t depth, const rwd::options& o, const s
 }
 }  // namespace
 
+template <class T>
+step_result run_staged(const std::string& net, const rwd::stages& shape, const rwd::options& o, const std::vector<T>& params,
+                       const std::vector<T>& batch, const std::vector<int>& labels, rwd::mode m) {
+  return with_staged(net, [&](auto stem, auto down, auto block) {
+    const rwd::env bindings = rwd::env{}.set("mu", mu);
+    rwd::cpu::staged_model<double, decltype(stem), decltype(block), decltype(down)> wide(stem, down, block, shape, o, bindings);
+    std::copy(params.begin(), params.end(), wide.parameters().begin());
+    step_result r = record(wide, std::vector<double>(batch.begin(), batch.end()), labels, m);
+    rwd::cpu::staged_model<T, decltype(stem), decltype(block), decltype(down)> own(stem, down, block, shape, o, bindings);
+    own.memory().reset_peak();
+    own.loss_and_gradient(batch, labels, m);
+    r.peak = own.memory().peak();
+    r.plan = own.plan(m).total();
+    return r;
+  });
+}
+template step_result run_staged<float>(const std::string&, const rwd::stages&, const rwd::options&, const std::vector<float>&,
+                                       const std::vector<float>&, const std::vector<int>&, rwd::mode);
+template step_result run_staged<double>(const std::string&, const rwd::stages&, const rwd::options&, const std::vector<double>&,
+                                        const std::vector<double>&, const std::vector<int>&, rwd::mode);
+
 std::string engine() { return "cpu stand-in"; }
 std::string unavailable() { return ""; }
 
@@ -51,6 +72,11 @@ std::string refusals() {
       log, [](std::size_t depth) { return model_t(tb::momentum, depth, {.width = 8, .batch = 3, .classes = 3}); },
       [](model_t& m) { m.parameters()[3] = std::nanf(""); });
   alpha_refusals(log, [](const rwd::options& o) { return rwd::cpu::model<float, std::remove_cv_t<decltype(tb::gated)>>(tb::gated, 6, o); });
+  staged_refusals(log, [](const rwd::stages& net, const rwd::options& o) {
+    using stem_t = std::remove_cv_t<decltype(tb::stem)>;
+    using block_t = std::remove_cv_t<decltype(tb::staged_momentum)>;
+    return rwd::cpu::staged_model<float, stem_t, block_t>(tb::stem, tb::staged_momentum, net, o, rwd::env{}.set("mu", mu));
+  });
   return log.text();
 }
 

@@ -30,6 +30,16 @@ decltype(auto) with_block(const std::string& block, F&& f) {
   throw rwd::error("rewind: the bridge knows no block '" + block + "'");
 }
 
+/// Calls f(stem, transition, block) for the staged network of that name (bridge::run_staged):
+/// the transition is rwd::squeeze_boundary{} for "squeeze".
+template <class F>
+decltype(auto) with_staged(const std::string& net, F&& f) {
+  namespace tb = test_blocks;
+  if (net == "squeeze") return f(tb::stem, rwd::squeeze_boundary{}, tb::staged_momentum);
+  if (net == "pool") return f(tb::stem, tb::pool, tb::staged_momentum);
+  throw rwd::error("rewind: the bridge knows no staged network '" + net + "'");
+}
+
 inline constexpr rwd::sgd sgd_step{.lr = 0.05, .momentum = 0.9};
 inline constexpr rwd::adam adam_step{.lr = 0.01};
 
@@ -39,6 +49,7 @@ std::vector<double> widen(const Range& r) {
 }
 
 /// Runs the sequence on a model whose parameters are already set; peak and plan of the first step.
+/// A staged model has no input gradient, forward state or rewind: those stay empty.
 template <class Model, class S = typename Model::scalar>
 step_result record(Model& model, const std::vector<S>& batch, const std::vector<int>& labels, rwd::mode m) {
   step_result r;
@@ -47,10 +58,12 @@ step_result record(Model& model, const std::vector<S>& batch, const std::vector<
   r.peak = model.memory().peak();
   r.plan = model.plan(m).total();
   r.gradients = widen(model.gradients());
-  r.input_gradient = widen(model.input_gradient());
-  const auto state = model.forward(batch);
-  for (const auto& s : state) r.final_state.insert(r.final_state.end(), s.begin(), s.end());
-  for (const auto& s : model.rewind(state)) r.rewound.insert(r.rewound.end(), s.begin(), s.end());
+  if constexpr (requires { model.rewind(model.forward(batch)); }) {
+    r.input_gradient = widen(model.input_gradient());
+    const auto state = model.forward(batch);
+    for (const auto& s : state) r.final_state.insert(r.final_state.end(), s.begin(), s.end());
+    for (const auto& s : model.rewind(state)) r.rewound.insert(r.rewound.end(), s.begin(), s.end());
+  }
   r.predicted = model.predict(batch);
   model.apply(sgd_step);
   r.after_sgd = widen(model.parameters());
@@ -118,6 +131,16 @@ void alpha_refusals(refusal_log& log, Make make) {
   strict.lossy = false;
   auto s = make(strict);
   log.expect([&] { s.loss_and_gradient(std::vector<float>(24, 0.25f), std::vector<int>{0, 1, 2, 0}, rwd::mode::reversible); });
+}
+
+/// What every engine refuses of a staged network made by make(stages, options) (float, runtime
+/// mu): options whose input width is not the network's, and the exact mode.
+template <class Make>
+void staged_refusals(refusal_log& log, Make make) {
+  const rwd::stages net{{1, 4, 4}, {1, 1}};
+  log.expect([&] { make(net, rwd::options{.width = 15, .batch = 2, .classes = 3}); });
+  auto m = make(net, rwd::options{.batch = 2, .classes = 3});
+  log.expect([&] { m.loss_and_gradient(std::vector<float>(32, 0.5f), std::vector<int>{0, 1}, rwd::mode::exact); });
 }
 
 }  // namespace gpu_bridge

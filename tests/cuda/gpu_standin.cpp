@@ -23,6 +23,7 @@ class standin final : public engine<T> {
   void apply(const rwd::sgd& o) override { m_.apply(o); }
   void apply(const rwd::adam& o) override { m_.apply(o); }
   std::vector<int> predict(std::span<const T> batch) override { return m_.predict(batch); }
+  std::vector<T> parameters() const override { return {m_.parameters().begin(), m_.parameters().end()}; }
   std::vector<T> gradients() const override { return {m_.gradients().begin(), m_.gradients().end()}; }
   void set_parameters(std::span<const T> values) override {
     if (values.size() != m_.parameters().size()) throw rwd::error("rewind: wrong parameter count");

@@ -88,17 +88,23 @@ double rel(const std::vector<double>& a, const std::vector<double>& b) {
 struct tolerance {
   double short_arithmetic, rewound, rewound_gradient;
 };
+/// The bounds for `layers` layers of a block with rate `rate` (rwd::budget_report::rate) whose
+/// rewinds run over `rewound` layers, and whose gradient rewinds `span` of them in mode m.
+template <class T>
+tolerance tolerance_for(double layers, double rate, double rewound, double span, rwd::mode m) {
+  constexpr double K = 8, eps = std::numeric_limits<T>::epsilon();
+  return tolerance{K * eps * layers, K * eps * (layers + std::pow(rate, rewound)),
+                   m == rwd::mode::stored ? K * eps * layers : K * eps * (layers + std::pow(rate, span))};
+}
 template <class T>
 tolerance tolerance_of(const std::string& block, std::size_t depth, const rwd::options& o, rwd::mode m) {
-  constexpr double K = 8, eps = std::numeric_limits<T>::epsilon();
   const double d = static_cast<double>(depth);
   return with_block(block, [&](auto b) {
     rwd::cpu::model<T, std::remove_cv_t<decltype(b)>> model(b, depth, o, rwd::env{}.set("mu", gpu_bridge::mu));
     const auto& budget = model.budget();
     const double rate = budget.known() ? budget.rate : 2.0;  // data-dependent: assume a doubling per layer
     const double span = m == rwd::mode::checkpointed ? static_cast<double>(std::min(depth, model.checkpoint_every())) : d;
-    const double rewound = K * eps * (d + std::pow(rate, d));
-    return tolerance{K * eps * d, rewound, m == rwd::mode::stored ? K * eps * d : K * eps * (d + std::pow(rate, span))};
+    return tolerance_for<T>(d, rate, d, span, m);
   });
 }
 
@@ -162,7 +168,74 @@ void compare(const std::string& block, std::size_t depth, rwd::options o, rwd::m
   CHECK(gpu.plan == expected_plan<T>(block, depth, o, m));  // the engine's closed form
   CHECK(gpu.peak == gpu.plan);                               // and the device allocations follow it to the byte
 }
+
+/// A staged network of the bridge (gpu_bridge::with_staged) on both engines: loss, gradients,
+/// predictions, the SGD and Adam steps; the plan (the GPU's: staged_step::whole_batch_plan) and
+/// the tracked peak equal to it. Returns the engine's result.
+template <class T>
+step_result compare_staged(const std::string& net, const rwd::stages& shape, rwd::options o, rwd::mode m) {
+  CAPTURE(net);
+  CAPTURE(rwd::to_string(m));
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  std::vector<T> batch(shape.input.size() * o.batch);
+  for (auto& e : batch) e = static_cast<T>(normal(rng));
+  std::vector<int> labels(o.batch);
+  for (auto& e : labels) e = static_cast<int>(rng() % o.classes);
+  std::vector<T> params;
+  std::size_t plan = 0, longest = 0, layers = 0;
+  double rate = 0, span = 0;
+  const step_result cpu = gpu_bridge::with_staged(net, [&](auto stem, auto down, auto block) {
+    using Stem = decltype(stem);
+    using Block = decltype(block);
+    using Down = decltype(down);
+    rwd::cpu::staged_model<T, Stem, Block, Down> model(stem, down, block, shape, o, rwd::env{}.set("mu", gpu_bridge::mu));
+    params.assign(model.parameters().begin(), model.parameters().end());
+    using step = rwd::staged_step<T, Stem, Block, rwd::cpu::executor<T>, Down>;
+    plan = gpu_bridge::engine() == "cuda" ? step::whole_batch_plan(m, model.layout(), o.batch, model.checkpoint_every()).total()
+                                          : model.plan(m).total();
+    rate = model.budget().rate;
+    longest = *std::max_element(shape.depths.begin(), shape.depths.end());
+    span = static_cast<double>(m == rwd::mode::checkpointed ? std::min(longest, model.checkpoint_every()) : longest);
+    return gpu_bridge::record(model, batch, labels, m);
+  });
+  const step_result gpu = gpu_bridge::run_staged<T>(net, shape, o, params, batch, labels, m);
+  // every block, the stem, each transition and the head round; a rewind runs inside one stage
+  for (std::size_t d : shape.depths) layers += d + 1;
+  const tolerance tol = tolerance_for<T>(static_cast<double>(layers + 1), rate, static_cast<double>(longest), span, m);
+  CAPTURE(tol.short_arithmetic);
+  CAPTURE(tol.rewound_gradient);
+  const double loss = std::abs(gpu.loss - cpu.loss) / std::abs(cpu.loss), gradients = rel(gpu.gradients, cpu.gradients),
+               after_sgd = rel(gpu.after_sgd, cpu.after_sgd);
+  MESSAGE(gpu_bridge::engine() << " vs cpu, staged " << net << " " << rwd::to_string(m) << ": loss " << loss / tol.short_arithmetic
+                               << ", gradients " << gradients / tol.rewound_gradient << ", sgd " << after_sgd / tol.rewound_gradient
+                               << " of their tolerances");
+  CHECK(loss <= tol.short_arithmetic);
+  CHECK(gradients <= tol.rewound_gradient);
+  CHECK(after_sgd <= tol.rewound_gradient);
+  check_adam<T>(gpu, cpu, gpu_bridge::adam_step);
+  CHECK(gpu.predicted == cpu.predicted);
+  CHECK(gpu.plan == plan);
+  CHECK(gpu.peak == gpu.plan);
+  return gpu;
+}
 }  // namespace
+
+TEST_CASE("gpu: staged networks (a stem, squeezes or kept transitions, a pooled head; dropout) equal the CPU staged model, every float mode") {
+  for (const char* net : {"squeeze", "pool"})
+    for (auto m : {rwd::mode::stored, rwd::mode::reversible, rwd::mode::checkpointed}) {
+      compare_staged<double>(net, {{1, 8, 8}, {2, 1, 3}}, {.batch = 5, .classes = 4, .seed = 3, .output_init_scale = 0.5, .checkpoint_every = 2}, m);
+      compare_staged<float>(net, {{1, 12, 12}, {6, 3, 4}}, {.batch = 8, .classes = 10, .seed = 7, .checkpoint_every = 3}, m);
+    }
+}
+
+TEST_CASE("gpu: a staged network's reversible memory is flat in the depth of its stages") {
+  const rwd::options o{.batch = 4, .classes = 3, .seed = 2};
+  const auto shallow = compare_staged<float>("squeeze", {{1, 8, 8}, {1, 1}}, o, rwd::mode::reversible);
+  const auto deep = compare_staged<float>("squeeze", {{1, 8, 8}, {5, 7}}, o, rwd::mode::reversible);
+  CHECK(shallow.peak == deep.peak);
+  CHECK(compare_staged<float>("squeeze", {{1, 8, 8}, {5, 7}}, o, rwd::mode::stored).peak > deep.peak);
+}
 
 TEST_CASE("gpu: the engine equals the CPU engine in float64, six blocks, every float mode") {
   for (const char* block : {"momentum", "leapfrog", "coupling", "three", "runtime_mu", "affine"})
@@ -221,6 +294,9 @@ TEST_CASE("gpu: bad input is refused with a clear error") {
   CHECK(said.find("rewind E014") != std::string::npos);
   CHECK(said.find("(alpha = exp(v) in x <- exp(v)*x + f(v) ranges over [0, inf]); in this model: use mode::checkpointed, or options.lossy") !=
         std::string::npos);
+  // a staged network: options whose input is not the network's, the exact mode
+  CHECK(said.find("are not the network's input 1x4x4") != std::string::npos);
+  CHECK(said.find("a staged network has no exact mode") != std::string::npos);
   if (gpu_bridge::engine() == "cuda") {
     CHECK(said.find("mode::exact runs on the CPU backend") != std::string::npos);
     CHECK(said.find("parameters for a model of") != std::string::npos);

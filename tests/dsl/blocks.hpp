@@ -1,4 +1,5 @@
-// The blocks the DSL tests use: eight accepted kinds and three data-dependent ones.
+// The blocks the DSL tests use: eight accepted kinds and three data-dependent ones, a block on an
+// image, and the parts of two staged networks.
 #pragma once
 
 #include <rewind/rewind.hpp>
@@ -47,4 +48,12 @@ inline constexpr auto half_gate = rwd::block(x = (0.5_c + 0.5_c * rwd::sigmoid(t
 // shape)
 inline constexpr auto c = rwd::map<"c">(rwd::conv<8, 3>, rwd::group_norm<4>, rwd::relu, rwd::dropout(0.1_c), rwd::conv_same<3>);
 inline constexpr auto conv_momentum = rwd::momentum(x, v, 0.9_c, c);
+
+// Staged networks (rwd::stages): a stem on the kept input; stages of momentum (runtime mu) with a
+// bottleneck that follows the stage's width, with dropout; between stages a squeeze, or a kept
+// transition that pools and widens
+inline constexpr auto stem = rwd::stem<"stem">(rwd::conv<2, 3>, rwd::tanh);
+inline constexpr auto bottleneck = rwd::map<"b">(rwd::conv<4, 3>, rwd::group_norm<2>, rwd::relu, rwd::dropout(0.25_c), rwd::conv_same<3>);
+inline constexpr auto staged_momentum = rwd::block(v = mu * v + bottleneck(x), x = x + v);
+inline constexpr auto pool = rwd::transition<"pool">(rwd::avg_pool<2>, rwd::conv<8, 3>, rwd::relu);
 }  // namespace test_blocks

@@ -326,6 +326,17 @@ class staged_step {
     for (std::size_t s = 0; s < a.stage_count(); ++s) n += stage_tape(m, a, batch, segment, s) + (s > 0 ? boundary_size(m, a, s) * batch : 0);
     return n;
   }
+  /// The closed-form memory of a step run as one lane of the whole batch in mode m, its gradients
+  /// written in place (the GPU's): the state and cotangents at the widest stage's width and the
+  /// input batch (the stem's backward pass reads it again), the tape, one workspace. (The CPU
+  /// reads the caller's batch, runs chunks on threads: a workspace per thread and gradient slabs.)
+  static memory_plan whole_batch_plan(mode m, const layout_type& a, std::size_t batch, std::size_t segment) {
+    memory_plan p;
+    p.state_bytes = (2 * ns * a.width() + a.input.size()) * batch * sizeof(T);
+    p.tape_bytes = tape_size(m, a, batch, segment) * sizeof(T);
+    p.workspace_bytes = work_per_sample(m, a) * batch * sizeof(T);
+    return p;
+  }
 
   // --- a lane through the network -----------------------------------------------------------------
   /// The forward pass of a lane from its input columns `in`, keeping what mode m keeps in `tape`
