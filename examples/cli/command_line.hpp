@@ -78,7 +78,7 @@ struct command_line {
     tr->add_option("--json", trajectory.json, "write the results as JSON (CSV and PNG beside it)");
 
     ta = app.add_subcommand("train", "train on Fashion-MNIST (or a built-in synthetic problem), both modes on one schedule");
-    ta->add_option("--net", train.net, "mlp (momentum, f: 784 -> 16 -> tanh -> 784), cnn (the image squeezed to 16x7x7, f: conv3x3 32 -> group norm 8 -> relu -> conv3x3) or staged (a stem conv3x3 16 at 28x28, three stages of --depth blocks with cnn's f at 16x28x28, 64x14x14 and 256x7x7, squeezes between them, pooled head; CPU)")
+    ta->add_option("--net", train.net, "mlp (momentum, f: 784 -> 16 -> tanh -> 784), cnn (the image squeezed to 16x7x7, f: conv3x3 32 -> group norm 8 -> relu -> conv3x3) or staged (a stem conv3x3 16 at 28x28, three stages of --depth blocks with cnn's f at 16x28x28, 64x14x14 and 256x7x7, squeezes between them, pooled head)")
         ->check(CLI::IsMember({"mlp", "cnn", "staged"}));
     train_depth = ta->add_option("--depth", train.depth, "layers (--net staged: blocks per stage; default 2 there)")->check(CLI::PositiveNumber);
     ta->add_option("--mu", train.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));

@@ -1,4 +1,5 @@
-// rewind cli: the reference network on the GPU (rwd::cuda::model), behind gpu.hpp.
+// rewind cli: the networks of the rewind program on the GPU (rwd::cuda::model, rwd::cuda::staged_model),
+// behind gpu.hpp.
 #include <rewind/cuda.cuh>
 
 #include "gpu.hpp"
@@ -9,10 +10,11 @@ namespace rewind_cli::gpu {
 std::string unavailable() { return rwd::cuda::no_device().value_or(""); }
 
 namespace {
-template <class T, class Block>
+template <class T, class Model>
 class engine_of final : public engine<T> {
  public:
-  engine_of(Block b, std::size_t depth, const rwd::options& o, double mu) : m_(b, depth, o, rwd::env{}.set("mu", mu)) {
+  template <class... Args>
+  explicit engine_of(Args&&... args) : m_(std::forward<Args>(args)...) {
     rwd::cuda::check(cudaEventCreate(&start_), "cudaEventCreate");
     rwd::cuda::check(cudaEventCreate(&stop_), "cudaEventCreate");
   }
@@ -26,6 +28,7 @@ class engine_of final : public engine<T> {
   void apply(const rwd::sgd& o) override { m_.apply(o); }
   void apply(const rwd::adam& o) override { m_.apply(o); }
   std::vector<int> predict(std::span<const T> batch) override { return m_.predict(batch); }
+  std::vector<T> parameters() const override { return m_.parameters(); }
   std::vector<T> gradients() const override { return m_.gradients(); }
   void set_parameters(std::span<const T> values) override { m_.set_parameters(values); }
   void save(const std::string& path) const override { m_.save(path); }
@@ -46,14 +49,19 @@ class engine_of final : public engine<T> {
   std::string device() const override { return rwd::cuda::device_name(); }
 
  private:
-  rwd::cuda::model<T, Block> m_;
+  Model m_;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
 // the block's type is deduced, never written: nvcc's host pass cannot spell it
 template <class T, class Block>
 std::unique_ptr<engine<T>> make_of(Block b, std::size_t depth, const rwd::options& o, double mu) {
-  return std::make_unique<engine_of<T, Block>>(b, depth, o, mu);
+  return std::make_unique<engine_of<T, rwd::cuda::model<T, Block>>>(b, depth, o, rwd::env{}.set("mu", mu));
+}
+template <class Stem, class Down, class Block>
+std::unique_ptr<engine<float>> make_staged(Stem stem, Down down, Block b, std::size_t depth, const rwd::options& o, double mu) {
+  return std::make_unique<engine_of<float, rwd::cuda::staged_model<float, Stem, Block, Down>>>(stem, down, b, ref::staged::stages(depth), o,
+                                                                                              rwd::env{}.set("mu", mu));
 }
 }  // namespace
 
@@ -61,6 +69,13 @@ template <class T>
 std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu, network net) {
   if (const std::string why = unavailable(); !why.empty()) throw rwd::error("rewind: --device cuda: " + why);
   if (net == network::cnn) return make_of<T>(ref::cnn::momentum, depth, o, mu);
+  if (net == network::staged || net == network::staged_strided) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (net == network::staged) return make_staged(ref::staged::stem, rwd::squeeze_boundary{}, ref::cnn::momentum, depth, o, mu);
+      return make_staged(ref::staged::stem, ref::staged::strided, ref::cnn::momentum, depth, o, mu);
+    }
+    throw rwd::error("rewind: the staged network runs on the GPU in float32");
+  }
   return make_of<T>(ref::momentum, depth, o, mu);
 }
 template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double, network);

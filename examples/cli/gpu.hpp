@@ -19,11 +19,20 @@ namespace rewind_cli::gpu {
 /// empty when it can.
 std::string unavailable();
 
-/// The networks the GPU side holds: the reference MLP and the CNN of train --net cnn.
-enum class network { mlp, cnn };
+/// The networks the GPU side holds: the reference MLP, the CNN of train --net cnn, and the staged
+/// network of --net staged with squeezes or strided transitions (float only; depth: blocks per
+/// stage).
+enum class network { mlp, cnn, staged, staged_strided };
 
-/// A network (runtime mu) on the GPU: rwd::cuda::model<T, ref::momentum_t> or
-/// rwd::cuda::model<T, ref::cnn::momentum_t>.
+/// The network of --net and --transition.
+inline network network_of(const std::string& net, const std::string& transition) {
+  if (net == "cnn") return network::cnn;
+  if (net == "staged") return transition == "strided" ? network::staged_strided : network::staged;
+  return network::mlp;
+}
+
+/// A network (runtime mu) on the GPU: rwd::cuda::model<T, ref::momentum_t>,
+/// rwd::cuda::model<T, ref::cnn::momentum_t> or rwd::cuda::staged_model<float, ...>.
 template <class T>
 class engine {
  public:
@@ -32,6 +41,7 @@ class engine {
   virtual void apply(const rwd::sgd& o) = 0;
   virtual void apply(const rwd::adam& o) = 0;
   virtual std::vector<int> predict(std::span<const T> batch) = 0;
+  virtual std::vector<T> parameters() const = 0;
   virtual std::vector<T> gradients() const = 0;
   virtual void set_parameters(std::span<const T> values) = 0;
   /// Tracked device bytes of a step's activations and workspaces, and the closed-form plan.
@@ -47,14 +57,14 @@ class engine {
 };
 
 /// Throws rwd::error saying why when unavailable() is not empty. The CNN's options give its
-/// state's shape (ref::cnn::state).
+/// state's shape (ref::cnn::state); the staged network's, the image's width (784).
 template <class T>
 std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu, network net = network::mlp);
 
 /// What the plugin exports, as the one C symbol `rewind_gpu_plugin` returning it. Built by the
 /// same compiler as the program, from this header: `abi` guards against a stale plugin.
 struct plugin {
-  static constexpr int current_abi = 3;
+  static constexpr int current_abi = 4;
   int abi;
   std::string (*unavailable)();
   std::unique_ptr<engine<float>> (*make_float)(std::size_t depth, const rwd::options& o, double mu, network net);

@@ -120,8 +120,8 @@ row measure(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
 /// lossy run past the budget never trains itself into non-finite values).
 row measure_gpu(std::size_t depth, rwd::cpu::mode m, const memory_options& o) {
   const rwd::options opt = options_of(o);
-  auto model = gpu::make<float>(depth, opt, o.mu, o.net == "cnn" ? gpu::network::cnn : gpu::network::mlp);
-  const auto initial = o.net == "cnn" ? ref::initial_parameters<float, ref::cnn::momentum_t>(depth, opt) : ref::initial_parameters<float>(depth, opt);
+  auto model = gpu::make<float>(depth, opt, o.mu, gpu::network_of(o.net, o.transition));
+  const auto initial = model->parameters();
   const ref::benchmark_batch<float> b(o.width, o.batch);
   const auto& data = b.pixels;
   const auto& labels = b.labels;
@@ -325,7 +325,6 @@ ratio ratio_of(const std::vector<row>& all, std::size_t n, std::size_t rounds, s
 int run_memory(const memory_options& o, const std::string& self) {
   if (o.threads.empty()) throw rwd::error("rewind: --threads needs at least one count");
   if (o.net != "mlp" && o.width != ref::width) throw rwd::error("rewind: --net " + o.net + " takes 28 x 28 inputs: --width is 784");
-  if (o.net == "staged" && o.device == "cuda") throw rwd::error("rewind: --net staged runs on the CPU (the CUDA backend has no staged network yet)");
   if (o.net != "staged" && o.transition != "squeeze") throw rwd::error("rewind: --transition is for --net staged, whose stages it joins");
   for (const auto& name : o.modes)
     if (o.net == "staged" && name == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");

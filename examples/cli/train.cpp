@@ -71,11 +71,11 @@ struct staged_trainer {
   void save(const std::string& path) const { model.save(path); }
 };
 
-/// The reference MLP or the CNN (as the options' shape says) on the GPU.
+/// A network of the program on the GPU.
+template <gpu::network Net>
 struct gpu_trainer {
   std::unique_ptr<gpu::engine<float>> engine;
-  gpu_trainer(std::size_t depth, const rwd::options& o, double mu)
-      : engine(gpu::make<float>(depth, o, mu, o.shape == ref::cnn::state ? gpu::network::cnn : gpu::network::mlp)) {}
+  gpu_trainer(std::size_t depth, const rwd::options& o, double mu) : engine(gpu::make<float>(depth, o, mu, Net)) {}
   float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return engine->loss_and_gradient(b, l, m); }
   void apply(const rwd::adam& a) { engine->apply(a); }
   std::vector<int> predict(std::span<const float> b) { return engine->predict(b); }
@@ -189,6 +189,17 @@ std::vector<epoch_row> train_one(const split& data, rwd::cpu::mode mode, const t
   }
   return rows;
 }
+
+/// train_one on the GPU with the network of --net and --transition.
+std::vector<epoch_row> train_on_gpu(const split& data, rwd::cpu::mode mode, const train_options& o) {
+  switch (gpu::network_of(o.net, o.transition)) {
+    case gpu::network::cnn: return train_one<gpu_trainer<gpu::network::cnn>>(data, mode, o);
+    case gpu::network::staged: return train_one<gpu_trainer<gpu::network::staged>>(data, mode, o);
+    case gpu::network::staged_strided: return train_one<gpu_trainer<gpu::network::staged_strided>>(data, mode, o);
+    case gpu::network::mlp: break;
+  }
+  return train_one<gpu_trainer<gpu::network::mlp>>(data, mode, o);
+}
 }  // namespace
 
 int run_train(const train_options& o) {
@@ -201,7 +212,6 @@ int run_train(const train_options& o) {
     if (ranks > 1) throw rwd::error("rewind: --device cuda trains on one GPU; under mpirun, train on the CPU (NCCL is not built yet)");
     if (o.mode == "exact") throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
   }
-  if (o.net == "staged" && o.device == "cuda") throw rwd::error("rewind: --net staged trains on the CPU (the CUDA backend has no staged network yet)");
   if (o.net == "staged" && ranks > 1) throw rwd::error("rewind: --net staged trains in one process (its data-parallel replica is not built yet)");
   if (o.net != "staged" && o.transition != "squeeze") throw rwd::error("rewind: --transition is for --net staged, whose stages it joins");
   if (o.net == "staged" && o.mode == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");
@@ -237,7 +247,7 @@ int run_train(const train_options& o) {
   std::vector<epoch_row> rows;
   for (const char* m : {"stored", "reversible", "checkpointed", "exact"})
     if ((o.mode == "both" && (std::string(m) == "stored" || std::string(m) == "reversible")) || o.mode == m) {
-      auto r = o.device == "cuda"  ? train_one<gpu_trainer>(data, parse_mode(m), o)
+      auto r = o.device == "cuda"  ? train_on_gpu(data, parse_mode(m), o)
                : o.net == "staged" ? ref::staged::with_transition(o.transition, [&](auto down) {
                                          return train_one<staged_trainer<typename decltype(down)::type>>(data, parse_mode(m), o);
                                        })
