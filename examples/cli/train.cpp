@@ -57,14 +57,16 @@ struct cpu_trainer {
   void save(const std::string& path) const { model.save(path); }
 };
 
-/// The staged network on the CPU with transition Down (one process: its replicas are not built).
+/// The staged network on the CPU with transition Down: this process alone, or a replica of an MPI
+/// job.
 template <class Down>
 struct staged_trainer {
   rwd::cpu::staged_model<float, ref::staged::stem_t, ref::staged::block_t, Down> model;
+  replica<rwd::cpu::staged_model<float, ref::staged::stem_t, ref::staged::block_t, Down>> parallel{model};
   staged_trainer(std::size_t depth, const rwd::options& o, double mu)
       : model(ref::staged::stem, Down{}, ref::staged::block_t{}, ref::staged::stages(depth), o, rwd::env{}.set("mu", mu)) {}
-  float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return model.loss_and_gradient(b, l, m); }
-  void apply(const rwd::adam& a) { model.apply(a); }
+  float loss_and_gradient(std::span<const float> b, std::span<const int> l, rwd::mode m) { return parallel.loss_and_gradient(b, l, m); }
+  void apply(const rwd::adam& a) { parallel.apply(a); }
   std::vector<int> predict(std::span<const float> b) { return model.predict(b); }
   void reset_peak() { model.memory().reset_peak(); }
   std::size_t peak() const { return model.memory().peak(); }
@@ -212,7 +214,6 @@ int run_train(const train_options& o) {
     if (ranks > 1) throw rwd::error("rewind: --device cuda trains on one GPU; under mpirun, train on the CPU (NCCL is not built yet)");
     if (o.mode == "exact") throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
   }
-  if (o.net == "staged" && ranks > 1) throw rwd::error("rewind: --net staged trains in one process (its data-parallel replica is not built yet)");
   if (o.net != "staged" && o.transition != "squeeze") throw rwd::error("rewind: --transition is for --net staged, whose stages it joins");
   if (o.net == "staged" && o.mode == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");
   if (o.augment == "flip" && o.net == "cnn")

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -78,6 +79,9 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
 
   const options& config() const { return o_; }
   const layout_type& layout() const { return layout_; }
+  /// Blocks over all stages (what a data-parallel job compares between its replicas, with the
+  /// parameter count and the local batch).
+  std::size_t depth() const { return std::accumulate(layout_.depths.begin(), layout_.depths.end(), std::size_t{0}); }
   memory_tracker& memory() { return tracker_; }
   const memory_tracker& memory() const { return tracker_; }
   /// The block's rewind budget in T: each stage's depth is checked against it (a stage's rewind

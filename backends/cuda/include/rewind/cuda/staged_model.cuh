@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <numeric>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -78,6 +79,8 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
 
   const options& config() const { return o_; }
   const layout_type& layout() const { return layout_; }
+  /// Blocks over all stages.
+  std::size_t depth() const { return std::accumulate(layout_.depths.begin(), layout_.depths.end(), std::size_t{0}); }
   /// Activations and workspaces (the plan's bytes).
   device_tracker& memory() { return tracker_; }
   const device_tracker& memory() const { return tracker_; }
