@@ -59,7 +59,7 @@ double chunked_step(memory_tracker& tracker, team_choice& team_state, const chun
   const std::size_t nc = k.chunks(), slab = k.slab;
   const int team = team_state.next(k.most);
   buffer<T> work(tracker, static_cast<std::size_t>(k.most) * k.per_thread), slabs(tracker, k.slabs() * slab);
-  const one_gemm_thread alone(team < k.most);
+  const one_gemm_thread alone(team == 1);
   const auto start = std::chrono::steady_clock::now();
   std::vector<double> losses(k.batch, 0.0);  // per sample, added in sample order
   first_error failed(nc);

@@ -322,6 +322,7 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
     const int team = team_size();
     buffer<T> work(tracker_, static_cast<std::size_t>(team) * per_thread);
     detail::first_error failed(nc);
+    const detail::one_gemm_thread alone(team == 1);  // see one_gemm_thread
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (team > 1)
     for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(nc); ++c)
       failed.guard(0, static_cast<std::size_t>(c), [&] {

@@ -102,6 +102,7 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
     buffer<T> work(tracker_, static_cast<std::size_t>(k.most) * k.per_thread), logits(tracker_, o_.classes * o_.batch);
     const step_type net = network_step();
     detail::first_error failed(k.chunks());
+    const detail::one_gemm_thread alone(k.most == 1);  // see one_gemm_thread
 #pragma omp parallel for schedule(dynamic, 1) num_threads(k.most) if (k.most > 1)
     for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(k.chunks()); ++c)
       failed.guard(0, static_cast<std::size_t>(c), [&] {

@@ -162,9 +162,12 @@ class team_choice {
   int fewer_ = 0, since_ = 0, strikes_ = 0, last_ = 0;
 };
 
-/// Eigen's GEMMs on one thread for a scope: a step whose team shrank to one thread must not split
-/// its products across the threads it gave up (joins that a busy machine makes very slow).
-/// Eigen's thread count is global: the scope changes it for the whole process.
+/// Eigen's GEMMs on one thread for a scope: a step that runs on one thread (its batch is one
+/// chunk, or its team shrank) must not split its products across other threads. Each split is a
+/// join per product, thousands per step: on a quiet machine they gain little, and on a busy one
+/// every product waits for a descheduled partner (a one-chunk step of the MLP took over a second
+/// instead of milliseconds). Eigen's thread count is global: the scope changes it for the whole
+/// process.
 class one_gemm_thread {
  public:
   explicit one_gemm_thread(bool on) : was_(on ? Eigen::nbThreads() : 0) {
