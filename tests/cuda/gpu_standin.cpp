@@ -1,7 +1,9 @@
 // A CPU stand-in behind the GPU interface of the rewind program (examples/cli/gpu.hpp), so that the
 // GPU benchmark's own code (its loop, the plan and peak columns, parity, the JSON) runs where no
-// GPU is: the reference network on rwd::cpu::model, timed with a steady clock.
+// GPU is: the reference network on rwd::cpu::model and the staged one on rwd::cpu::staged_model,
+// timed with a steady clock.
 #include <chrono>
+#include <utility>
 
 #include <rewind/cpu.hpp>
 
@@ -13,10 +15,11 @@ namespace rewind_cli::gpu {
 std::string unavailable() { return ""; }
 
 namespace {
-template <class T>
+template <class T, class Model>
 class standin final : public engine<T> {
  public:
-  standin(std::size_t depth, const rwd::options& o, double mu) : m_(ref::momentum, depth, o, rwd::env{}.set("mu", mu)) {}
+  template <class... Args>
+  explicit standin(Args&&... args) : m_(std::forward<Args>(args)...) {}
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, rwd::mode m) override {
     return m_.loss_and_gradient(batch, labels, m);
   }
@@ -42,15 +45,21 @@ class standin final : public engine<T> {
   std::string device() const override { return "cpu stand-in (rwd::cpu::model)"; }
 
  private:
-  rwd::cpu::model<T, ref::momentum_t> m_;
+  Model m_;
 };
 }  // namespace
 
-/// The stand-in holds the MLP, all the GPU benchmark runs.
+/// The stand-in holds the MLP and the staged network with squeezes (float32), what the GPU
+/// benchmark runs.
 template <class T>
 std::unique_ptr<engine<T>> make(std::size_t depth, const rwd::options& o, double mu, network net) {
-  if (net != network::mlp) throw rwd::error("rewind: the GPU stand-in holds the reference MLP only");
-  return std::make_unique<standin<T>>(depth, o, mu);
+  const rwd::env bindings = rwd::env{}.set("mu", mu);
+  if (net == network::mlp) return std::make_unique<standin<T, rwd::cpu::model<T, ref::momentum_t>>>(ref::momentum, depth, o, bindings);
+  if constexpr (std::is_same_v<T, float>)
+    if (net == network::staged)
+      return std::make_unique<standin<T, rwd::cpu::staged_model<T, ref::staged::stem_t, ref::staged::block_t>>>(
+          ref::staged::stem, ref::staged::block_t{}, ref::staged::stages(depth), o, bindings);
+  throw rwd::error("rewind: the GPU stand-in holds the reference MLP and the staged network with squeezes (float32) only");
 }
 template std::unique_ptr<engine<float>> make<float>(std::size_t, const rwd::options&, double, network);
 template std::unique_ptr<engine<double>> make<double>(std::size_t, const rwd::options&, double, network);
