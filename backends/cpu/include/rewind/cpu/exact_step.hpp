@@ -143,7 +143,7 @@ class exact_step {
     constexpr std::size_t t = Layout::template state_index<typename U::target>;
     std::int64_t* s = fx.s[t].data() + ln.first * width;
     T* shadow = ln.s[t].data();
-    const int threads = detail::in_team() ? 1 : Eigen::nbThreads();  // a team's chunks, or one chunk on every thread
+    const int threads = detail::in_team() ? 1 : Eigen::nbThreads();  // a team's chunks; a step on one thread has set 1
     then_add<T> then{};  // Next, fused
     std::size_t then_target = 0;
     if constexpr (!std::is_void_v<Next>) {
