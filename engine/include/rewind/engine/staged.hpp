@@ -275,6 +275,42 @@ std::string explain(const staged_layout<Stem, Block, Down>& a, const env& bindin
   return out;
 }
 
+/// What a staged model of either backend makes of its options and runtime scalars: the options
+/// checked against the network (batch and classes at least 1; width and shape, when set, its
+/// input's) and set to its input; the input and output variables; the block's budget in T and the
+/// checkpoint segment (for the deepest stage).
+template <class T, class Block>
+struct staged_settings {
+  options o;
+  std::size_t input = 0, output = 0, segment = 1;
+  budget_report budget;
+
+  staged_settings(const stages& net, const options& given, const env& bindings) : o(given) {
+    using State = std::remove_const_t<decltype(Block::state())>;
+    if (o.batch == 0 || o.classes == 0) throw error("rewind: a model needs batch and classes of at least 1");
+    if ((o.width != 0 && o.width != net.input.size()) || (o.shape.c != 0 && !(o.shape == net.input)))
+      throw error("rewind: options.width/shape (" + std::to_string(o.width) + ", " + o.shape.text() + ") are not the network's input " +
+                  net.input.text());
+    o.width = net.input.size();
+    o.shape = net.input;
+    input = state_index_of<State>(o.input);
+    output = state_index_of<State>(o.output);
+    rwd::detail::check_runtime_coefficients<Block>(bindings);
+    budget = rwd::budget<T>(Block{}, bindings);
+    segment = checkpoint_segment(o.checkpoint_every, budget, *std::max_element(net.depths.begin(), net.depths.end()));
+  }
+  /// Refuses what mode m cannot run on stages of these depths: the exact mode, and reversible
+  /// mode past the budget in any stage (a stage's rewind starts from its kept input) unless lossy.
+  void check_mode(mode m, const std::vector<std::size_t>& depths, const env& bindings) const {
+    if (m == mode::exact)
+      throw error("rewind: a staged network has no exact mode (its transitions would reorder or drop the fixed-point ledger); use mode::checkpointed");
+    if (m == mode::reversible && !o.lossy)
+      for (std::size_t d : depths)
+        rwd::detail::check_rewind_budget<T, Block>(budget, d, bindings, "use mode::checkpointed, or options.lossy",
+                                                      "use mode::checkpointed, or options.lossy");
+  }
+};
+
 /// A staged network's step over lanes (rwd::lane: columns of the batch, a workspace, a gradient
 /// slab) through executor Exec, on parameters laid out by a staged_layout.
 template <class T, class Stem, class Block, class Exec, class Down = squeeze_boundary>

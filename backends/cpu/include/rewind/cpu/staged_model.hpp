@@ -41,7 +41,6 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
 
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewind: cpu models are float or double");
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cpu::staged_model takes a block made by rwd::block(...)");
-  using State = std::remove_const_t<decltype(Block::state())>;
   static constexpr std::size_t ns = Block::state_size;
   using step_type = staged_step<T, Stem, Block, executor<T>, Down>;
   using lane = typename step_type::lane_type;
@@ -61,23 +60,12 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   /// The same with the kept transition `Down` (a map made by rwd::transition) before each stage
   /// after the first.
   staged_model(Stem, Down, Block, const stages& net, const options& o, const env& bindings = {})
-      : owner(layout_type(net, o.classes), o.seed), o_(o), bindings_(bindings) {
-    if (o_.batch == 0 || o_.classes == 0) throw error("rewind: a model needs batch and classes of at least 1");
-    if ((o_.width != 0 && o_.width != net.input.size()) || (o_.shape.c != 0 && !(o_.shape == net.input)))
-      throw error("rewind: options.width/shape (" + std::to_string(o_.width) + ", " + o_.shape.text() + ") are not the network's input " +
-                  net.input.text());
-    o_.width = net.input.size();
-    o_.shape = net.input;
-    input_ = state_index_of<State>(o.input);
-    output_ = state_index_of<State>(o.output);
-    rwd::detail::check_runtime_coefficients<Block>(bindings);
-    budget_ = rwd::budget<T>(Block{}, bindings);
-    segment_ = checkpoint_segment(o.checkpoint_every, budget_, *std::max_element(net.depths.begin(), net.depths.end()));
+      : owner(layout_type(net, o.classes), o.seed), s_(net, o, bindings), bindings_(bindings) {
     scalars_ = step_type::engine_type::scalars(bindings);
     initialise(o.seed);
   }
 
-  const options& config() const { return o_; }
+  const options& config() const { return s_.o; }
   const layout_type& layout() const { return layout_; }
   /// Blocks over all stages (what a data-parallel job compares between its replicas, with the
   /// parameter count and the local batch).
@@ -86,20 +74,20 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   const memory_tracker& memory() const { return tracker_; }
   /// The block's rewind budget in T: each stage's depth is checked against it (a stage's rewind
   /// starts from its kept input).
-  const budget_report& budget() const { return budget_; }
-  std::size_t checkpoint_every() const { return segment_; }
+  const budget_report& budget() const { return s_.budget; }
+  std::size_t checkpoint_every() const { return s_.segment; }
 
   /// Starting values from `seed` (staged_layout::initialise).
-  void initialise(std::uint64_t seed) { layout_.initialise(std::span<T>(params_), seed, o_.output_init_scale); }
+  void initialise(std::uint64_t seed) { layout_.initialise(std::span<T>(params_), seed, s_.o.output_init_scale); }
 
   /// The predicted class of every sample of a batch (input size x batch, column-major), its
   /// chunks on the team's threads.
   std::vector<int> predict(std::span<const T> batch) {
-    rwd::check_batch(batch, o_.width, o_.batch);
+    rwd::check_batch(batch, s_.o.width, s_.o.batch);
     check_parameters();
     states st(*this);
     const detail::chunking k = chunks_of(mode::reversible);
-    buffer<T> work(tracker_, static_cast<std::size_t>(k.most) * k.per_thread), logits(tracker_, o_.classes * o_.batch);
+    buffer<T> work(tracker_, static_cast<std::size_t>(k.most) * k.per_thread), logits(tracker_, s_.o.classes * s_.o.batch);
     const step_type net = network_step();
     detail::first_error failed(k.chunks());
     const detail::one_gemm_thread alone(k.most == 1);  // see one_gemm_thread
@@ -107,15 +95,15 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
     for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(k.chunks()); ++c)
       failed.guard(0, static_cast<std::size_t>(c), [&] {
         const std::size_t first = static_cast<std::size_t>(c) * k.columns;
-        lane ln = lane_of(st, first, std::min(k.columns, o_.batch - first), work.data() + detail::thread_number() * k.per_thread, nullptr);
-        net.forward(ln, batch.data() + first * o_.width, mode::reversible, nullptr);
-        net.logits(ln, logits.data() + first * o_.classes);
+        lane ln = lane_of(st, first, std::min(k.columns, s_.o.batch - first), work.data() + detail::thread_number() * k.per_thread, nullptr);
+        net.forward(ln, batch.data() + first * s_.o.width, mode::reversible, nullptr);
+        net.logits(ln, logits.data() + first * s_.o.classes);
       });
     failed.rethrow();
-    std::vector<int> classes(o_.batch);
-    for (std::size_t j = 0; j < o_.batch; ++j) {
-      const T* z = logits.data() + j * o_.classes;
-      classes[j] = static_cast<int>(std::max_element(z, z + o_.classes) - z);
+    std::vector<int> classes(s_.o.batch);
+    for (std::size_t j = 0; j < s_.o.batch; ++j) {
+      const T* z = logits.data() + j * s_.o.classes;
+      classes[j] = static_cast<int>(std::max_element(z, z + s_.o.classes) - z);
     }
     return classes;
   }
@@ -124,24 +112,19 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   /// gradients(), telling `ready` (when given) as each part becomes final (the head, each layer
   /// from the top, the stem: suffixes of the arena).
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m, const gradient_listener& ready = {}) {
-    rwd::check_batch(batch, o_.width, o_.batch);
-    rwd::check_labels(labels, o_.batch, o_.classes);
+    rwd::check_batch(batch, s_.o.width, s_.o.batch);
+    rwd::check_labels(labels, s_.o.batch, s_.o.classes);
     check_parameters();
-    if (m == mode::exact)
-      throw error("rewind: a staged network has no exact mode (its transitions would reorder or drop the fixed-point ledger); use mode::checkpointed");
-    if (m == mode::reversible && !o_.lossy)
-      for (std::size_t s = 0; s < layout_.stage_count(); ++s)
-        rwd::detail::check_rewind_budget<T, Block>(budget_, layout_.depths[s], bindings_, "use mode::checkpointed, or options.lossy",
-                                                      "use mode::checkpointed, or options.lossy");
+    s_.check_mode(m, layout_.depths, bindings_);
     states st(*this);
     const step_type net = network_step(training_noise());
-    buffer<T> tape(tracker_, step_type::tape_size(m, layout_, o_.batch, segment_));
+    buffer<T> tape(tracker_, step_type::tape_size(m, layout_, s_.o.batch, s_.segment));
     const auto parts = layout_.parts();
     const auto lane_at = [&](std::size_t c, T* work, T* slab) {
       const std::size_t first = c * chunk_columns();
-      return lane_of(st, first, std::min(chunk_columns(), o_.batch - first), work, slab);
+      return lane_of(st, first, std::min(chunk_columns(), s_.o.batch - first), work, slab);
     };
-    const auto input_of = [&](const lane& ln) { return batch.data() + ln.first * o_.width; };
+    const auto input_of = [&](const lane& ln) { return batch.data() + ln.first * s_.o.width; };
     return static_cast<T>(detail::chunked_step<T>(
         tracker_, team_, chunks_of(m), std::span<T>(grads_), ready, lane_at,
         [&](lane& ln) { net.forward(ln, input_of(ln), m, tape.data()); }, [] {}, layout_.head_part(),
@@ -155,8 +138,8 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
     const std::size_t bytes = sizeof(T);
     const detail::chunking k = chunks_of(m);
     memory_plan p;
-    p.state_bytes = 2 * ns * layout_.width() * o_.batch * bytes;
-    p.tape_bytes = step_type::tape_size(m, layout_, o_.batch, segment_) * bytes;
+    p.state_bytes = 2 * ns * layout_.width() * s_.o.batch * bytes;
+    p.tape_bytes = step_type::tape_size(m, layout_, s_.o.batch, s_.segment) * bytes;
     p.workspace_bytes = (static_cast<std::size_t>(k.most) * k.per_thread + k.slabs() * k.slab) * bytes;
     return p;
   }
@@ -165,7 +148,7 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   struct states {
     std::array<buffer<T>, ns> s, b;
     explicit states(staged_model& m) {
-      const std::size_t n = m.layout_.width() * m.o_.batch;
+      const std::size_t n = m.layout_.width() * m.s_.o.batch;
       for (std::size_t k = 0; k < ns; ++k) {
         s[k] = buffer<T>(m.tracker_, n);
         b[k] = buffer<T>(m.tracker_, n);
@@ -183,20 +166,18 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
     ln.first = first, ln.count = count, ln.work = work, ln.grads = grads;
     return ln;
   }
-  std::size_t chunk_columns() const { return o_.grain == 0 ? o_.batch : std::min(o_.grain, o_.batch); }
+  std::size_t chunk_columns() const { return s_.o.grain == 0 ? s_.o.batch : std::min(s_.o.grain, s_.o.batch); }
   detail::chunking chunks_of(mode m) const {
-    detail::chunking k{o_.batch, chunk_columns(), step_type::work_per_sample(m, layout_) * chunk_columns(), layout_.largest_part(), 1};
+    detail::chunking k{s_.o.batch, chunk_columns(), step_type::work_per_sample(m, layout_) * chunk_columns(), layout_.largest_part(), 1};
     k.most = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads())), k.chunks()));
     return k;
   }
   step_type network_step(std::uint64_t noise = 0) const {
-    return step_type({o_.batch, segment_, input_, output_, noise}, layout_, params_.data(), scalars_, executor<T>{&bindings_});
+    return step_type({s_.o.batch, s_.segment, s_.input, s_.output, noise}, layout_, params_.data(), scalars_, executor<T>{&bindings_});
   }
 
-  options o_;
+  staged_settings<T, Block> s_;
   env bindings_;
-  std::size_t input_ = 0, output_ = 0, segment_ = 1;
-  budget_report budget_;
   typename step_type::scalars_type scalars_{};
   memory_tracker tracker_;
 };

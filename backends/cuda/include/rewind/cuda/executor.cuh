@@ -4,6 +4,7 @@
 // which the model reads at its step's one synchronisation.
 #pragma once
 
+#include <array>
 #include <cstddef>
 
 #include <rewind/engine/step.hpp>
@@ -45,6 +46,30 @@ struct executor {
   }
   void softmax_cross_entropy(T* z, const int* labels, double* loss, std::size_t classes, std::size_t count, std::size_t batch) const {
     for_each(softmax_xent_op<T>{z, labels, loss, classes, batch}, count, stream);
+  }
+};
+
+/// The state variables and cotangents of a whole batch on the device (count samples of `width`
+/// scalars each), zeroed on the stream, and the batch as one lane (rwd::lane) over them.
+template <class T, std::size_t NS>
+struct device_states {
+  std::array<device_buffer<T>, NS> s, b;
+  std::size_t count = 0;
+  device_states(device_tracker& tracker, std::size_t width, std::size_t samples, cudaStream_t stream) : count(samples) {
+    for (std::size_t k = 0; k < NS; ++k) {
+      s[k] = device_buffer<T>(tracker, width * count);
+      b[k] = device_buffer<T>(tracker, width * count);
+      REWIND_CUDA(cudaMemsetAsync(s[k].data(), 0, s[k].size() * sizeof(T), stream));
+      REWIND_CUDA(cudaMemsetAsync(b[k].data(), 0, b[k].size() * sizeof(T), stream));
+    }
+  }
+  /// The whole batch as one lane, with the workspace `work`.
+  lane<T, NS> whole(T* work) {
+    lane<T, NS> ln;
+    for (std::size_t k = 0; k < NS; ++k) ln.s[k].p = s[k].data(), ln.b[k].p = b[k].data();
+    ln.count = count;
+    ln.work = work;
+    return ln;
   }
 };
 

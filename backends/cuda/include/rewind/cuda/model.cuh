@@ -235,16 +235,9 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
 
  private:
   // --- state and cotangents (device) -------------------------------------------------------------
-  struct states {
-    std::array<device_buffer<T>, ns> s, b;
-    explicit states(model& m) : width(m.o_.width) {
-      for (std::size_t k = 0; k < ns; ++k) {
-        s[k] = device_buffer<T>(m.tracker_, m.o_.width * m.o_.batch);
-        b[k] = device_buffer<T>(m.tracker_, m.o_.width * m.o_.batch);
-        REWIND_CUDA(cudaMemsetAsync(s[k].data(), 0, s[k].size() * sizeof(T), m.ctx_.stream()));
-        REWIND_CUDA(cudaMemsetAsync(b[k].data(), 0, b[k].size() * sizeof(T), m.ctx_.stream()));
-      }
-    }
+  struct states : device_states<T, ns> {
+    using device_states<T, ns>::s;
+    explicit states(model& m) : device_states<T, ns>(m.tracker_, m.o_.width, m.o_.batch, m.ctx_.stream()) {}
     std::vector<std::vector<T>> copy_out(const model& m) const {
       std::vector<std::vector<T>> out(ns);
       for (std::size_t k = 0; k < ns; ++k) {
@@ -259,15 +252,6 @@ class model : public parameter_owner<T, parameter_layout<Block>> {
       for (std::size_t k = 0; k < ns; ++k) download(out.data() + k * n, s[k].data(), n, m.ctx_.stream());
       return out;
     }
-    /// The whole batch as one lane (rwd::lane), with the workspace `work`.
-    lane whole(T* work) {
-      lane ln;
-      for (std::size_t k = 0; k < ns; ++k) ln.s[k].p = s[k].data(), ln.b[k].p = b[k].data();
-      ln.count = s[0].size() / width;
-      ln.work = work;
-      return ln;
-    }
-    std::size_t width = 0;
   };
 
   /// The algorithm of a step (rewind/engine/step.hpp) over the device arena, on the stream.

@@ -40,7 +40,6 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   static_assert(rwd::detail::usable_block<Block>(), "rewind: cuda::staged_model takes a block made by rwd::block(...)");
   static_assert(!has_data_dependent_coefficient<Block>(),
                 "rewind: cuda::staged_model takes blocks whose alphas do not read the data (cpu::staged_model, or cuda::model for one stack)");
-  using State = std::remove_const_t<decltype(Block::state())>;
   static constexpr std::size_t ns = Block::state_size;
   using step_type = staged_step<T, Stem, Block, executor<T>, Down>;
   using lane = typename step_type::lane_type;
@@ -59,25 +58,14 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   /// The same with the kept transition `Down` (a map made by rwd::transition) before each stage
   /// after the first.
   staged_model(Stem, Down, Block, const stages& net, const options& o, const env& bindings = {})
-      : owner(layout_type(net, o.classes), o.seed), o_(o), bindings_(bindings) {
-    if (o_.batch == 0 || o_.classes == 0) throw error("rewind: a model needs batch and classes of at least 1");
-    if ((o_.width != 0 && o_.width != net.input.size()) || (o_.shape.c != 0 && !(o_.shape == net.input)))
-      throw error("rewind: options.width/shape (" + std::to_string(o_.width) + ", " + o_.shape.text() + ") are not the network's input " +
-                  net.input.text());
-    o_.width = net.input.size();
-    o_.shape = net.input;
-    input_ = state_index_of<State>(o.input);
-    output_ = state_index_of<State>(o.output);
-    rwd::detail::check_runtime_coefficients<Block>(bindings);
-    budget_ = rwd::budget<T>(Block{}, bindings);
-    segment_ = checkpoint_segment(o.checkpoint_every, budget_, *std::max_element(net.depths.begin(), net.depths.end()));
+      : owner(layout_type(net, o.classes), o.seed), s_(net, o, bindings), bindings_(bindings) {
     scalars_ = step_type::engine_type::scalars(bindings);
-    labels_ = device_buffer<int>(fixed_, o_.batch);
-    losses_ = device_buffer<double>(fixed_, o_.batch);
+    labels_ = device_buffer<int>(fixed_, s_.o.batch);
+    losses_ = device_buffer<double>(fixed_, s_.o.batch);
     initialise(o.seed);
   }
 
-  const options& config() const { return o_; }
+  const options& config() const { return s_.o; }
   const layout_type& layout() const { return layout_; }
   /// Blocks over all stages.
   std::size_t depth() const { return std::accumulate(layout_.depths.begin(), layout_.depths.end(), std::size_t{0}); }
@@ -85,30 +73,30 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   device_tracker& memory() { return tracker_; }
   const device_tracker& memory() const { return tracker_; }
   /// The block's rewind budget in T: each stage's depth is checked against it.
-  const budget_report& budget() const { return budget_; }
-  std::size_t checkpoint_every() const { return segment_; }
+  const budget_report& budget() const { return s_.budget; }
+  std::size_t checkpoint_every() const { return s_.segment; }
 
   /// Starting values from `seed`: the CPU staged model's for the same seed.
-  void initialise(std::uint64_t seed) { owner::initialise(seed, o_.output_init_scale); }
+  void initialise(std::uint64_t seed) { owner::initialise(seed, s_.o.output_init_scale); }
 
   /// The predicted class of every sample of a batch (input size x batch, column-major).
   std::vector<int> predict(std::span<const T> batch) {
-    rwd::check_batch(batch, o_.width, o_.batch);
+    rwd::check_batch(batch, s_.o.width, s_.o.batch);
     queue_parameter_check();
     check_parameters();
     device_buffer<T> input = upload_batch(batch);
     states st(*this);
-    device_buffer<T> work(tracker_, step_type::work_per_sample(mode::reversible, layout_) * o_.batch), z(tracker_, o_.classes * o_.batch);
+    device_buffer<T> work(tracker_, step_type::work_per_sample(mode::reversible, layout_) * s_.o.batch), z(tracker_, s_.o.classes * s_.o.batch);
     lane ln = st.whole(work.data());
     const step_type net = network_step();
     net.forward(ln, input.data(), mode::reversible, nullptr);
     net.logits(ln, z.data());
-    std::vector<T> host(o_.classes * o_.batch);
+    std::vector<T> host(s_.o.classes * s_.o.batch);
     download(host.data(), z.data(), host.size(), ctx_.stream());
-    std::vector<int> classes(o_.batch);
-    for (std::size_t j = 0; j < o_.batch; ++j) {
-      const T* v = host.data() + j * o_.classes;
-      classes[j] = static_cast<int>(std::max_element(v, v + o_.classes) - v);
+    std::vector<int> classes(s_.o.batch);
+    for (std::size_t j = 0; j < s_.o.batch; ++j) {
+      const T* v = host.data() + j * s_.o.classes;
+      classes[j] = static_cast<int>(std::max_element(v, v + s_.o.classes) - v);
     }
     return classes;
   }
@@ -117,14 +105,9 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   /// checkpointed); fills gradients(), telling `ready` (when given) as each part becomes final on
   /// the model's stream (the head, each layer from the top, the stem: suffixes of the arena).
   T loss_and_gradient(std::span<const T> batch, std::span<const int> labels, mode m, const gradient_listener& ready = {}) {
-    rwd::check_batch(batch, o_.width, o_.batch);
-    rwd::check_labels(labels, o_.batch, o_.classes);
-    if (m == mode::exact)
-      throw error("rewind: a staged network has no exact mode (its transitions would reorder or drop the fixed-point ledger); use mode::checkpointed");
-    if (m == mode::reversible && !o_.lossy)
-      for (std::size_t s = 0; s < layout_.stage_count(); ++s)
-        rwd::detail::check_rewind_budget<T, Block>(budget_, layout_.depths[s], bindings_, "use mode::checkpointed, or options.lossy",
-                                                      "use mode::checkpointed, or options.lossy");
+    rwd::check_batch(batch, s_.o.width, s_.o.batch);
+    rwd::check_labels(labels, s_.o.batch, s_.o.classes);
+    s_.check_mode(m, layout_.depths, bindings_);
     const cudaStream_t s = ctx_.stream();
     queue_parameter_check();
     owner::zero_gradients();
@@ -132,8 +115,8 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
     device_buffer<T> input = upload_batch(batch);
     states st(*this);
     const step_type net = network_step(this->training_noise());
-    device_buffer<T> tape(tracker_, step_type::tape_size(m, layout_, o_.batch, segment_));
-    device_buffer<T> work(tracker_, step_type::work_per_sample(m, layout_) * o_.batch);
+    device_buffer<T> tape(tracker_, step_type::tape_size(m, layout_, s_.o.batch, s_.segment));
+    device_buffer<T> work(tracker_, step_type::work_per_sample(m, layout_) * s_.o.batch);
     lane ln = st.whole(work.data());
     net.forward(ln, input.data(), m, tape.data());
     const std::size_t head = layout_.head_part().offset;
@@ -146,43 +129,25 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
       net.backward(p, ln, input.data(), m, tape.data());
       if (ready) ready(parts[p].offset);
     }
-    std::vector<double> losses(o_.batch);
+    std::vector<double> losses(s_.o.batch);
     download_async(losses.data(), losses_.data(), losses.size(), s);
     check_parameters();  // the step's one synchronisation
     double loss = 0;
     for (double v : losses) loss += v;  // in a fixed order, as the CPU does
     if (!std::isfinite(loss)) throw error("rewind: the loss is not finite (check the parameters and the learning rate)");
-    return static_cast<T>(loss / static_cast<double>(o_.batch));
+    return static_cast<T>(loss / static_cast<double>(s_.o.batch));
   }
 
   /// The closed-form device memory of one loss_and_gradient in mode m.
   memory_plan plan(mode m) const {
     if (m == mode::exact) throw error("rewind: a staged network has no exact mode");
-    return step_type::whole_batch_plan(m, layout_, o_.batch, segment_);
+    return step_type::whole_batch_plan(m, layout_, s_.o.batch, s_.segment);
   }
 
  private:
-  /// The state and cotangents at the widest stage's width, zeroed, and the whole batch as one lane.
-  struct states {
-    std::array<device_buffer<T>, ns> s, b;
-    explicit states(staged_model& m) {
-      const std::size_t n = m.layout_.width() * m.o_.batch;
-      for (std::size_t k = 0; k < ns; ++k) {
-        s[k] = device_buffer<T>(m.tracker_, n);
-        b[k] = device_buffer<T>(m.tracker_, n);
-        REWIND_CUDA(cudaMemsetAsync(s[k].data(), 0, n * sizeof(T), m.ctx_.stream()));
-        REWIND_CUDA(cudaMemsetAsync(b[k].data(), 0, n * sizeof(T), m.ctx_.stream()));
-      }
-      count = m.o_.batch;
-    }
-    lane whole(T* work) {
-      lane ln;
-      for (std::size_t k = 0; k < ns; ++k) ln.s[k].p = s[k].data(), ln.b[k].p = b[k].data();
-      ln.count = count;
-      ln.work = work;
-      return ln;
-    }
-    std::size_t count = 0;
+  /// The state and cotangents at the widest stage's width, zeroed.
+  struct states : device_states<T, ns> {
+    explicit states(staged_model& m) : device_states<T, ns>(m.tracker_, m.layout_.width(), m.s_.o.batch, m.ctx_.stream()) {}
   };
   device_buffer<T> upload_batch(std::span<const T> batch) {
     device_buffer<T> input(tracker_, batch.size());
@@ -192,14 +157,12 @@ class staged_model : public parameter_owner<T, staged_layout<Stem, Block, Down>>
   /// The step over the device arena, on the stream. `noise`: the step's dropout key
   /// (training_noise()), or 0 outside a training step.
   step_type network_step(std::uint64_t noise = 0) const {
-    return step_type({o_.batch, segment_, input_, output_, noise}, layout_, params_.data(), scalars_,
+    return step_type({s_.o.batch, s_.segment, s_.input, s_.output, noise}, layout_, params_.data(), scalars_,
                      executor<T>{ctx_.blas(), ctx_.stream(), &bindings_, nullptr, 0, 0});
   }
 
-  options o_;
+  staged_settings<T, Block> s_;
   env bindings_;
-  std::size_t input_ = 0, output_ = 0, segment_ = 1;
-  budget_report budget_;
   typename step_type::scalars_type scalars_{};
   device_tracker tracker_;  // a step's buffers (the arenas, labels and losses: fixed_)
   device_buffer<int> labels_;
