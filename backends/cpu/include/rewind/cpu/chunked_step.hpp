@@ -14,7 +14,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -65,7 +64,8 @@ double chunked_step(memory_tracker& tracker, team_choice& team_state, const chun
   first_error failed(nc);
   double loss = 0;
   team_barrier barrier;
-  std::array<std::atomic<std::size_t>, 2> tickets{};  // the next chunk of a sweep, alternating
+  // The last sweep that took each chunk (sweeps count from 1 on every thread alike).
+  std::vector<std::atomic<std::size_t>> taken(nc);
   // Every thread goes through every sweep and barrier; after an error the work inside them is
   // skipped (first_error), never the meeting points.
 #pragma omp parallel num_threads(team) if (team > 1)
@@ -73,16 +73,23 @@ double chunked_step(memory_tracker& tracker, team_choice& team_state, const chun
     const auto t = static_cast<std::size_t>(thread_number()), threads = static_cast<std::size_t>(team_threads());
     barrier.join(static_cast<int>(threads));
     std::size_t sweeps = 0;
-    // each chunk once, as threads come free, with the gradient slab slab_of(c)
+    // Each chunk once, with the gradient slab slab_of(c): first this thread's own, t, t + threads,
+    // ... (the chunks it ran in the sweep before, whose state is in its core's cache), in the
+    // order opposite to that sweep's (the chunk it ran last first: a thread's chunks together
+    // need not fit in its cache, the last one mostly does); then any that another thread has
+    // not started (a partner slow or descheduled).
     const auto sweep = [&](std::size_t phase, const auto& slab_of, const auto& body) {
-      auto& next = tickets[sweeps % 2];
-      for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < nc;)
+      const std::size_t now = ++sweeps;
+      const auto run = [&](std::size_t c) {
+        if (taken[c].load(std::memory_order_relaxed) == now || taken[c].exchange(now, std::memory_order_relaxed) == now) return;
         failed.guard(phase, c, [&] {
           auto ln = lane_of(c, work.data() + t * k.per_thread, slab_of(c));
           body(ln);
         });
-      if (t == 0) tickets[(sweeps + 1) % 2].store(0, std::memory_order_relaxed);  // the previous sweep's: nobody draws from it now
-      ++sweeps;
+      };
+      const std::size_t mine = t < nc ? (nc - 1 - t) / threads + 1 : 0;  // chunks t, t + threads, ...
+      for (std::size_t j = 0; j < mine; ++j) run(t + (now % 2 ? j : mine - 1 - j) * threads);
+      for (std::size_t c = 0; c < nc; ++c) run(c);
       barrier.arrive_and_wait();
     };
     // The head's chunk c writes slab c; part p's chunk 0 the gradients, chunk c > 0 slab c - 1 of

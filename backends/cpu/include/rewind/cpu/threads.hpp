@@ -1,10 +1,10 @@
 // rewind cpu: threads. A training step splits the batch into chunks (options::grain samples
-// each); a team of OpenMP threads takes chunks as they come and runs each through every layer, so
+// each); a team of OpenMP threads runs each chunk through every layer (chunked_step.hpp), so
 // threads meet once per layer of the backward pass (when its chunks are done; their gradients are
 // added up while the next layer's chunks run), not once per product. Chunk 0's gradient lands in
 // the gradients, every other chunk's in a slab of its own, and the slabs are added in chunk order:
-// the result is the same bit for bit on any number of threads. With a single chunk (a batch no
-// larger than the grain) Eigen splits each GEMM across the threads instead.
+// the result is the same bit for bit on any number of threads. A single chunk (a batch no
+// larger than the grain) runs on one thread, its GEMMs too (one_gemm_thread).
 //
 // The default thread count is OMP_NUM_THREADS where it is set, and otherwise the number of CPUs
 // this process may run on: its affinity mask (taskset, cpusets) and its cgroup's CPU quota
