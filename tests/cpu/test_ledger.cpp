@@ -162,6 +162,65 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread o
 #endif
 }
 
+TEST_CASE("ledger: the vectorised loop is the scalar arithmetic at the ends of the fixed-point range") {
+  // The loops divide by a reciprocal and round by adding 1.5 2^52: states up to 2^51 in
+  // magnitude, multiples of the divisor and their neighbours (where a quotient one off would
+  // show), k m for k at the top of a binade (where a product with a reciprocal rounded down
+  // falls below k), g up to 2^46; divisors that are powers of two, small, 2^16 - 1, and 65433,
+  // whose double reciprocal is the furthest below 1/m of any m <= 2^16 (by 0.99 ulp).
+#ifdef REWIND_EXACT_DISPATCH
+  const bool wide = rwd::cpu::detail::exact_avx512;
+  SUBCASE("the loops the CPU is given") {}
+  SUBCASE("the loops for any x86-64") { rwd::cpu::detail::exact_avx512 = false; }
+#endif
+  rwd::cpu::memory_tracker t;
+  const auto fp = rwd::cpu::fixed_point::of(0);
+  const std::int64_t top = (std::int64_t{1} << 51) - 1;
+  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {1, 2}, {3, 7}, {65535, 65536}, {1, 65535}, {7, 3}, {65536, 65535}, {65432, 65433}, {65433, 65432}}) {
+    CAPTURE(n);
+    CAPTURE(d);
+    // the largest state whose image (n/d) s + g stays in range
+    const auto most = static_cast<std::int64_t>(static_cast<double>(top - (std::int64_t{1} << 46)) * std::min(1.0, static_cast<double>(d) / n));
+    std::mt19937_64 rng(static_cast<unsigned>(n * 31 + d));
+    std::vector<std::int64_t> start;
+    for (const std::int64_t m : {n, d})
+      for (std::int64_t j = -2; j <= 2; ++j) {
+        const std::int64_t multiple = most / m * m;
+        for (const std::int64_t v : {multiple + j - (j > 0 ? m : 0), most - (j + 2), static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(most))}) {
+          start.push_back(v);
+          start.push_back(-v);
+        }
+      }
+    for (const std::int64_t m : {n, d})
+      for (std::int64_t k = 1; k <= most / m; k = 2 * k + 1)  // 2^e - 1
+        for (const std::int64_t v : {k * m, k * m - 1}) {
+          start.push_back(v);
+          start.push_back(-v);
+        }
+    while (start.size() % 8 != 5) start.push_back(static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(2 * most)) - most);
+    const std::size_t elements = start.size();
+    std::vector<float> g(elements);
+    std::uniform_real_distribution<float> uniform(-0x1p46f, 0x1p46f);
+    for (std::size_t i = 0; i < elements; ++i) g[i] = i % 3 == 0 ? 0.0f : uniform(rng);
+    rwd::cpu::ledger reference(t, elements, {{n, d}}), book(t, elements, {{n, d}});
+    const rwd::cpu::exact_ratio a(n, d, reference);
+    std::vector<std::int64_t> s0 = start, s1 = start;
+    std::vector<float> shadow0(elements), shadow1(elements);
+    reference_layer(s0, g, shadow0, fp, a, reference, 0, true);
+    CHECK(rwd::cpu::scale_add_exact(s1.data(), g.data(), shadow1.data(), elements, fp, a, book, 0, true, 1));
+    CHECK(s1 == s0);
+    CHECK(shadow1 == shadow0);
+    reference_layer(s0, g, shadow0, fp, a, reference, 0, false);
+    CHECK(rwd::cpu::scale_add_exact(s1.data(), g.data(), shadow1.data(), elements, fp, a, book, 0, false, 1));
+    CHECK(s1 == s0);
+    CHECK(s1 == start);
+    CHECK(book.empty());
+  }
+#ifdef REWIND_EXACT_DISPATCH
+  rwd::cpu::detail::exact_avx512 = wide;
+#endif
+}
+
 TEST_CASE("ledger: the vectorised loop moves words for neighbours whose stacks have different heights") {
   // The heads of a batch grow alike, so the vector loop usually moves a word for all its lanes at
   // one height; here element i first takes (i mod 11) * 7 extra operations of its own, so
