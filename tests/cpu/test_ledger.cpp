@@ -202,19 +202,25 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic at the ends of t
     std::vector<float> g(elements);
     std::uniform_real_distribution<float> uniform(-0x1p46f, 0x1p46f);
     for (std::size_t i = 0; i < elements; ++i) g[i] = i % 3 == 0 ? 0.0f : uniform(rng);
-    rwd::cpu::ledger reference(t, elements, {{n, d}}), book(t, elements, {{n, d}});
+    // the reference, the loop, and the loop without a shadow (of a variable nothing reads)
+    rwd::cpu::ledger reference(t, elements, {{n, d}}), book(t, elements, {{n, d}}), unshadowed(t, elements, {{n, d}});
     const rwd::cpu::exact_ratio a(n, d, reference);
-    std::vector<std::int64_t> s0 = start, s1 = start;
+    std::vector<std::int64_t> s0 = start, s1 = start, s2 = start;
     std::vector<float> shadow0(elements), shadow1(elements);
     reference_layer(s0, g, shadow0, fp, a, reference, 0, true);
     CHECK(rwd::cpu::scale_add_exact(s1.data(), g.data(), shadow1.data(), elements, fp, a, book, 0, true, 1));
+    CHECK(rwd::cpu::scale_add_exact(s2.data(), g.data(), static_cast<float*>(nullptr), elements, fp, a, unshadowed, 0, true, 1));
     CHECK(s1 == s0);
+    CHECK(s2 == s0);
     CHECK(shadow1 == shadow0);
     reference_layer(s0, g, shadow0, fp, a, reference, 0, false);
     CHECK(rwd::cpu::scale_add_exact(s1.data(), g.data(), shadow1.data(), elements, fp, a, book, 0, false, 1));
+    CHECK(rwd::cpu::scale_add_exact(s2.data(), g.data(), static_cast<float*>(nullptr), elements, fp, a, unshadowed, 0, false, 1));
     CHECK(s1 == s0);
+    CHECK(s2 == s0);
     CHECK(s1 == start);
     CHECK(book.empty());
+    CHECK(unshadowed.empty());
   }
 #ifdef REWIND_EXACT_DISPATCH
   rwd::cpu::detail::exact_avx512 = wide;

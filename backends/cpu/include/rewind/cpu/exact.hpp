@@ -42,6 +42,19 @@ void with_sign(std::int64_t sign, const F& f) {
   else f(std::false_type{});
 }
 
+/// f(std::true_type) where a loop writes the float shadow of the state (`shadow` is not null),
+/// else f(std::false_type).
+template <class T, class F>
+void with_shadow(const T* shadow, const F& f) {
+  if (shadow) f(std::true_type{});
+  else f(std::false_type{});
+}
+/// p + offset, or null where p is: a shadow nobody reads.
+template <class T>
+T* offset(T* p, std::size_t by) {
+  return p ? p + by : nullptr;
+}
+
 namespace generic {
 #include "exact_tiles.inc"
 }  // namespace generic
@@ -91,16 +104,16 @@ std::int64_t over_tiles(std::size_t count, int threads, const Tile& tile) {
 }  // namespace detail
 
 /// s <- s + round(g) (forward) or s - round(g) (rewind) over `count` elements, with the float
-/// shadow of s written beside. Returns false when a value left the fixed-point range (the caller
+/// shadow of s written beside (where `shadow` is not null: nothing reads it). Returns false when a value left the fixed-point range (the caller
 /// raises the error; a loop on several threads cannot).
 template <class T>
 bool add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
   const std::int64_t sign = forward ? 1 : -1;
   return !detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
 #ifdef REWIND_EXACT_DISPATCH
-    if (detail::exact_avx512) return detail::avx512::add_tile(s + begin, g + begin, shadow + begin, len, fp, sign);
+    if (detail::exact_avx512) return detail::avx512::add_tile(s + begin, g + begin, detail::offset(shadow, begin), len, fp, sign);
 #endif
-    return detail::generic::add_tile(s + begin, g + begin, shadow + begin, len, fp, sign);
+    return detail::generic::add_tile(s + begin, g + begin, detail::offset(shadow, begin), len, fp, sign);
   });
 }
 
@@ -111,7 +124,7 @@ template <class T>
 bool add_state_exact(std::int64_t* s, const std::int64_t* t, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
   const std::int64_t sign = forward ? 1 : -1;
   return !detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
-    return detail::add_state_tiles(s + begin, t + begin, shadow + begin, len, fp, sign);
+    return detail::add_state_tiles(s + begin, t + begin, detail::offset(shadow, begin), len, fp, sign);
   });
 }
 
@@ -151,10 +164,10 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
     std::int64_t any_later = 0, bad = 0;
 #ifdef REWIND_EXACT_DISPATCH
     if (detail::exact_avx512)
-      bad = detail::avx512::scale_tile(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, l, first + begin, later, any_later);
+      bad = detail::avx512::scale_tile(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later, any_later);
     else
 #endif
-      bad = detail::generic::scale_tile(s + begin, g + begin, shadow + begin, head + begin, height + begin, len, fp, c, l, first + begin, later, any_later);
+      bad = detail::generic::scale_tile(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later, any_later);
     for (std::size_t i = 0; any_later && i < len; ++i) {
       if (!later[i]) continue;
       const std::size_t at = begin + i;
@@ -163,9 +176,9 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
       const std::int64_t v = forward ? multiply_exact(s[at], a, l, first + at) + G : divide_exact(s[at] - G, a, l, first + at);
       bad |= fixed_point::outside(v);
       s[at] = v;
-      shadow[at] = fp.template value<T>(v);
+      if (shadow) shadow[at] = fp.template value<T>(v);
     }
-    if (then.s) bad |= detail::add_state_tiles(then.s + begin, s + begin, then.shadow + begin, len, then.fp, 1);
+    if (then.s) bad |= detail::add_state_tiles(then.s + begin, s + begin, detail::offset(then.shadow, begin), len, then.fp, 1);
     return bad;
   });
   l.settle();

@@ -3,7 +3,7 @@
 // information ledger (ledger.hpp): s <- alpha*s + round(g) forward, its mirror in the rewind, so
 // the rewind gives back every bit at any depth (g a state variable in the same fixed point is
 // added as it is, not rounded from its float shadow). The state in T is the fixed-point state's
-// shadow (what the maps and the adjoint read).
+// shadow (what the maps, the adjoint and the head read), kept for the variables they read.
 #pragma once
 
 #include <Eigen/Core>
@@ -63,6 +63,26 @@ class exact_step {
     });
     std::size_t next = 0;
     for (std::size_t k = 0; k < ns; ++k) slot_[k] = scaled[k] ? next++ : ns;
+    // The float shadows a step reads: of the variables in an update's g (a map's argument, an
+    // expression) or alpha, and of the output (the head's input). A g that is a variable alone,
+    // added with alpha = 1 in the target's fixed point, is added as its fixed point
+    // (add_state_exact): not a read. The other shadows are not written.
+    hana::for_each(Block::updates(), [&](auto u) {
+      using U = decltype(u);
+      const std::size_t t = rwd::detail::index_in<typename U::target>(State{});
+      std::size_t k = 0;
+      hana::for_each(State{}, [&](auto v) {
+        using V = typename decltype(v)::type;
+        bool as_fixed_point = false;
+        if constexpr (std::is_same_v<typename U::g, V> && coefficient_kind_of<U>() != coefficient_kind::data_dependent) {
+          const rational a = coefficient<U>();
+          as_fixed_point = a.num == a.den && radix_[k].bits == radix_[t].bits;
+        }
+        shadowed_[k] = shadowed_[k] || (rwd::reads<V>(typename U::g{}) && !as_fixed_point) || rwd::reads<V>(typename U::alpha{});
+        ++k;
+      });
+    });
+    shadowed_[state_index_of<State>(o.output)] = true;
   }
 
   /// State variables some update scales: each has a ledger slot per element.
@@ -142,14 +162,15 @@ class exact_step {
     const rational a = coefficient<U>();
     constexpr std::size_t t = Layout::template state_index<typename U::target>;
     std::int64_t* s = fx.s[t].data() + ln.first * width;
-    T* shadow = ln.s[t].data();
+    T* shadow = shadowed_[t] ? ln.s[t].data() : nullptr;
     const int threads = detail::in_team() ? 1 : Eigen::nbThreads();  // a team's chunks; a step on one thread has set 1
     then_add<T> then{};  // Next, fused
     std::size_t then_target = 0;
     if constexpr (!std::is_void_v<Next>) {
       then_target = rwd::detail::index_in<typename Next::target>(State{});
       if (forward && a.num != a.den && radix_[then_target].bits == radix_[t].bits)
-        then = {fx.s[then_target].data() + ln.first * width, ln.s[then_target].data(), radix_[then_target]};
+        then = {fx.s[then_target].data() + ln.first * width, shadowed_[then_target] ? ln.s[then_target].data() : nullptr,
+                radix_[then_target]};
     }
     const bool in_range = [&] {
       if (a.num != a.den)
@@ -206,6 +227,7 @@ class exact_step {
   env bindings_;
   std::array<fixed_point, ns> radix_{};
   std::array<std::size_t, ns> slot_{};
+  std::array<bool, ns> shadowed_{};  // the float shadow is read: written by the updates
 };
 
 }  // namespace rwd::cpu
