@@ -160,15 +160,16 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
   std::int64_t* head = l.heads() + first;
   std::uint32_t* height = l.heights() + first;
   const std::int64_t bad = detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
-    std::uint8_t later[detail::exact_tile] = {};  // the element's ledger moves a word: done after, in scalar
+    std::uint8_t later[detail::exact_tile];  // from `from` on: the element's ledger moves a word, done after in scalar
     std::int64_t any_later = 0, bad = 0;
+    std::size_t from = 0;
 #ifdef REWIND_EXACT_DISPATCH
     if (detail::exact_avx512)
-      bad = detail::avx512::scale_tile(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later, any_later);
+      bad = detail::avx512::scale_tile(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later, any_later, from);
     else
 #endif
-      bad = detail::generic::scale_tile(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later, any_later);
-    for (std::size_t i = 0; any_later && i < len; ++i) {
+      bad = detail::generic::scale_tile(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later, any_later, from);
+    for (std::size_t i = from; any_later && i < len; ++i) {
       if (!later[i]) continue;
       const std::size_t at = begin + i;
       std::int64_t g_out;
