@@ -94,6 +94,22 @@ TEST_CASE("ledger: a ledger that fills up says so instead of losing bits") {
 }
 
 namespace {
+// A test case runs once with the loops the CPU is given and, in a build for any x86-64 (which
+// carries an AVX-512 copy chosen at run time), once more with the plain copy; the choice is put
+// back at the end.
+struct each_copy_of_the_loops {
+#ifdef REWIND_EXACT_DISPATCH
+  bool wide = rwd::cpu::detail::exact_avx512;
+  each_copy_of_the_loops() {
+    SUBCASE("the loops the CPU is given") {}
+    SUBCASE("the loops for any x86-64") { rwd::cpu::detail::exact_avx512 = false; }
+  }
+  ~each_copy_of_the_loops() { rwd::cpu::detail::exact_avx512 = wide; }
+  each_copy_of_the_loops(const each_copy_of_the_loops&) = delete;
+  each_copy_of_the_loops& operator=(const each_copy_of_the_loops&) = delete;
+#endif
+};
+
 // One layer of the scalar reference: each element through multiply_exact / divide_exact.
 void reference_layer(std::vector<std::int64_t>& s, const std::vector<float>& g, std::vector<float>& shadow, rwd::cpu::fixed_point fp,
                      const rwd::cpu::exact_ratio& a, rwd::cpu::ledger& l, std::size_t first, bool forward) {
@@ -107,11 +123,7 @@ void reference_layer(std::vector<std::int64_t>& s, const std::vector<float>& g, 
 }  // namespace
 
 TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread or two, blocks partial, slots offset") {
-#ifdef REWIND_EXACT_DISPATCH  // a build for any x86-64: the AVX-512 copy where the CPU has it, and the plain one
-  const bool wide = rwd::cpu::detail::exact_avx512;
-  SUBCASE("the loops the CPU is given") {}
-  SUBCASE("the loops for any x86-64") { rwd::cpu::detail::exact_avx512 = false; }
-#endif
+  [[maybe_unused]] const each_copy_of_the_loops copies;
   rwd::cpu::memory_tracker t;
   const std::size_t elements = 20000 + 77;  // past the threaded size, the last block partial
   const auto fp = rwd::cpu::fixed_point::of(30);
@@ -157,9 +169,6 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread o
       CHECK(books[static_cast<std::size_t>(k)]->empty());
     }
   }
-#ifdef REWIND_EXACT_DISPATCH
-  rwd::cpu::detail::exact_avx512 = wide;
-#endif
 }
 
 TEST_CASE("ledger: the vectorised loop is the scalar arithmetic at the ends of the fixed-point range") {
@@ -168,15 +177,12 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic at the ends of t
   // show), k m for k at the top of a binade (where a product with a reciprocal rounded down
   // falls below k), g up to 2^46; divisors that are powers of two, small, 2^16 - 1, and 65433,
   // whose double reciprocal is the furthest below 1/m of any m <= 2^16 (by 0.99 ulp).
-#ifdef REWIND_EXACT_DISPATCH
-  const bool wide = rwd::cpu::detail::exact_avx512;
-  SUBCASE("the loops the CPU is given") {}
-  SUBCASE("the loops for any x86-64") { rwd::cpu::detail::exact_avx512 = false; }
-#endif
+  [[maybe_unused]] const each_copy_of_the_loops copies;
   rwd::cpu::memory_tracker t;
   const auto fp = rwd::cpu::fixed_point::of(0);
   const std::int64_t top = (std::int64_t{1} << 51) - 1;
-  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {1, 2}, {3, 7}, {65535, 65536}, {1, 65535}, {7, 3}, {65536, 65535}, {65432, 65433}, {65433, 65432}, {65433, 3}}) {
+  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {1, 2}, {3, 7}, {65535, 65536}, {1, 65535}, {7, 3},
+                      {65536, 65535}, {65432, 65433}, {65433, 65432}, {65433, 3}}) {
     CAPTURE(n);
     CAPTURE(d);
     // the largest state whose image (n/d) s + g stays in range
@@ -207,17 +213,14 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic at the ends of t
     const rwd::cpu::exact_ratio a(n, d, reference);
     std::vector<std::int64_t> s0 = start, s1 = start, s2 = start;
     std::vector<float> shadow0(elements), shadow1(elements);
-    reference_layer(s0, g, shadow0, fp, a, reference, 0, true);
-    CHECK(rwd::cpu::scale_add_exact(s1.data(), g.data(), shadow1.data(), elements, fp, a, book, 0, true, 1));
-    CHECK(rwd::cpu::scale_add_exact(s2.data(), g.data(), static_cast<float*>(nullptr), elements, fp, a, unshadowed, 0, true, 1));
-    CHECK(s1 == s0);
-    CHECK(s2 == s0);
-    CHECK(shadow1 == shadow0);
-    reference_layer(s0, g, shadow0, fp, a, reference, 0, false);
-    CHECK(rwd::cpu::scale_add_exact(s1.data(), g.data(), shadow1.data(), elements, fp, a, book, 0, false, 1));
-    CHECK(rwd::cpu::scale_add_exact(s2.data(), g.data(), static_cast<float*>(nullptr), elements, fp, a, unshadowed, 0, false, 1));
-    CHECK(s1 == s0);
-    CHECK(s2 == s0);
+    for (const bool forward : {true, false}) {
+      reference_layer(s0, g, shadow0, fp, a, reference, 0, forward);
+      CHECK(rwd::cpu::scale_add_exact(s1.data(), g.data(), shadow1.data(), elements, fp, a, book, 0, forward, 1));
+      CHECK(rwd::cpu::scale_add_exact(s2.data(), g.data(), static_cast<float*>(nullptr), elements, fp, a, unshadowed, 0, forward, 1));
+      CHECK(s1 == s0);
+      CHECK(s2 == s0);
+      CHECK(shadow1 == shadow0);
+    }
     CHECK(s1 == start);
     CHECK(book.empty());
     CHECK(unshadowed.empty());
@@ -232,20 +235,13 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic at the ends of t
       CHECK(shadow1 == shadow0);
     }
   }
-#ifdef REWIND_EXACT_DISPATCH
-  rwd::cpu::detail::exact_avx512 = wide;
-#endif
 }
 
 TEST_CASE("ledger: the vectorised loop moves words for neighbours whose stacks have different heights") {
   // The heads of a batch grow alike, so the vector loop usually moves a word for all its lanes at
   // one height; here element i first takes (i mod 11) * 7 extra operations of its own, so
   // lanes side by side spill and refill at different layers and heights.
-#ifdef REWIND_EXACT_DISPATCH
-  const bool wide = rwd::cpu::detail::exact_avx512;
-  SUBCASE("the loops the CPU is given") {}
-  SUBCASE("the loops for any x86-64") { rwd::cpu::detail::exact_avx512 = false; }
-#endif
+  [[maybe_unused]] const each_copy_of_the_loops copies;
   rwd::cpu::memory_tracker t;
   const std::size_t elements = 1000 + 3;
   const auto fp = rwd::cpu::fixed_point::of(30);
@@ -298,9 +294,6 @@ TEST_CASE("ledger: the vectorised loop moves words for neighbours whose stacks h
     CHECK(s1 == start);
     CHECK(book.empty());
   }
-#ifdef REWIND_EXACT_DISPATCH
-  rwd::cpu::detail::exact_avx512 = wide;
-#endif
 }
 
 #ifdef REWIND_TEST_PORTABLE
