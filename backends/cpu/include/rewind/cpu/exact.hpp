@@ -104,8 +104,9 @@ std::int64_t over_tiles(std::size_t count, int threads, const Tile& tile) {
 }  // namespace detail
 
 /// s <- s + round(g) (forward) or s - round(g) (rewind) over `count` elements, with the float
-/// shadow of s written beside (where `shadow` is not null: nothing reads it). Returns false when a value left the fixed-point range (the caller
-/// raises the error; a loop on several threads cannot).
+/// shadow of s written beside (unless `shadow` is null: nothing reads it). Returns false when a
+/// value left the fixed-point range (the caller raises the error; a loop on several threads
+/// cannot).
 template <class T>
 bool add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
   const std::int64_t sign = forward ? 1 : -1;
