@@ -46,6 +46,9 @@ struct command_line {
     me->add_option("--transition", memory.transition, "between the stages of --net staged: squeeze (space to depth, inverted) or strided (a kept 2x2 convolution with stride 2 to 64 channels: 16x28x28, 64x14x14, 64x7x7)")->check(CLI::IsMember({"squeeze", "strided"}));
     me->add_option("--grain", memory.grain, "samples per chunk of a CPU step (0: the network's own, 32 for mlp, 8 for cnn and staged)");
     me->add_option("--mu", memory.mu, "momentum coefficient")->check(CLI::Range(0.01, 1.0));
+    me->add_option("--exact-loops", memory.exact_loops,
+                   "the copy of the exact mode's loops to run: avx512, avx2 or portable (default: the widest this build carries and the CPU runs)")
+        ->check(CLI::IsMember({"avx512", "avx2", "portable"}));
     me->add_option("--steps", memory.steps, "measured steps per configuration (median)")->check(CLI::PositiveNumber);
     me->add_option("--rounds", memory.rounds,
                    "run the whole sweep this many times, interleaved (each configuration once per round); "

@@ -22,6 +22,7 @@ struct memory_options {
   std::vector<std::string> modes{"stored", "reversible"};  // and/or "checkpointed"
   std::size_t batch = 128, width = 784, grain = 0;  // grain: samples per chunk (0: the network's own)
   std::string transition = "squeeze";                 // --net staged: squeeze or strided
+  std::string exact_loops;                             // the exact mode's loops (empty: the widest the CPU runs)
   double mu = 0.9;
   int steps = 5;
   std::vector<int> threads{0};  // thread counts to measure (0: the CPUs this process may use)

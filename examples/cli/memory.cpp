@@ -287,8 +287,9 @@ class busy_loop {
 
 row isolated(const std::string& self, std::size_t depth, rwd::cpu::mode m, int threads, bool busy, const memory_options& o) {
   const std::string cmd = fmt::format("'{}' memory --child --depths {} --child-mode {} --batch {} --width {} --steps {} "
-                                      "--mu {} --threads {} --device {} --net {} --grain {} --transition {}",
-                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device, o.net, o.grain, o.transition);
+                                      "--mu {} --threads {} --device {} --net {} --grain {} --transition {}{}",
+                                      self, depth, static_cast<int>(m), o.batch, o.width, o.steps, o.mu, threads, o.device, o.net, o.grain, o.transition,
+                                      o.exact_loops.empty() ? "" : " --exact-loops " + o.exact_loops);
   std::optional<busy_loop> spinner;
   if (busy) spinner.emplace();
   FILE* p = popen(cmd.c_str(), "r");
@@ -329,6 +330,7 @@ int run_memory(const memory_options& o, const std::string& self) {
   for (const auto& name : o.modes)
     if (o.net == "staged" && name == "exact") throw rwd::error("rewind: --net staged has no exact mode (its squeezes would reorder the ledger)");
   rwd::cpu::set_threads(o.threads.front());
+  if (!o.exact_loops.empty()) rwd::cpu::use_exact_loops(o.exact_loops);
   const bool gpu = o.device == "cuda";
   if (gpu && o.child_mode == static_cast<int>(rwd::cpu::mode::exact))
     throw rwd::error("rewind: --device cuda: mode exact runs on the CPU backend only");
@@ -372,6 +374,7 @@ int run_memory(const memory_options& o, const std::string& self) {
   fmt::print("rewind memory: {}, batch {}, float32, mu {}, {}, median of {} steps{}\n", net, o.batch, o.mu, where, o.steps,
              o.rounds > 1 ? fmt::format(", {} interleaved rounds", o.rounds) : std::string());
   if (o.contend) fmt::print("busy: another process spins on one core while the step runs\n");
+  if (std::find(o.modes.begin(), o.modes.end(), "exact") != o.modes.end()) fmt::print("exact mode's loops: {}\n", rwd::cpu::exact_loops());
   if (gpu) fmt::print("peak MB: tracked device bytes of the step's activations and workspaces\n\n");
   else
     fmt::print("GEMM on one layer's six products, {} thread(s): {:.2f} GFLOP/s (Eigen's, whole batch: {:.2f}; rewind's, each thread's share: {:.2f})\n\n",
@@ -461,9 +464,9 @@ int run_memory(const memory_options& o, const std::string& self) {
 
   std::string json = fmt::format(
       "{{\"config\": {{\"net\": \"{}\", \"width\": {}, \"hidden\": {}, \"batch\": {}, \"mu\": {}, \"dtype\": \"float32\", \"threads\": {}, \"grain\": {}, \"transition\": \"{}\", "
-      "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"gemm_gflops_eigen\": {}, \"gemm_gflops_rewind\": {}, \"device\": \"{}\"}},\n \"rows\": [\n",
+      "\"available_cpus\": {}, \"contend\": {}, \"steps\": {}, \"rounds\": {}, \"gemm_gflops\": {}, \"gemm_gflops_eigen\": {}, \"gemm_gflops_rewind\": {}, \"device\": \"{}\", \"exact_loops\": \"{}\"}},\n \"rows\": [\n",
       o.net, o.width, o.net != "mlp" ? 32 : hidden, o.batch, json_number(o.mu), settings.front().threads, options_of(o).grain, o.transition, rwd::cpu::available_cpus(), o.contend ? "true" : "false", o.steps,
-      rounds, json_number(gemm), json_number(rates.eigen), json_number(rates.rewind), o.device);
+      rounds, json_number(gemm), json_number(rates.eigen), json_number(rates.rewind), o.device, rwd::cpu::exact_loops());
   std::string csv = "depth,mode,activation_bytes_plan,activation_bytes_peak,rss_peak_bytes,step_ms_median,gflops,threads,busy\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];

@@ -94,20 +94,27 @@ TEST_CASE("ledger: a ledger that fills up says so instead of losing bits") {
 }
 
 namespace {
-// A test case runs once with the loops the CPU is given and, in a build for any x86-64 (which
-// carries an AVX-512 copy chosen at run time), once more with the plain copy; the choice is put
-// back at the end.
+// A test case runs once with each copy of the loops this build carries and the CPU runs (a
+// build for any x86-64 carries AVX-512 and AVX2 copies chosen at run time, besides its own); the
+// choice is put back at the end, also when a check throws.
 struct each_copy_of_the_loops {
-#ifdef REWIND_EXACT_DISPATCH
-  bool wide = rwd::cpu::detail::exact_avx512;
+  std::string was{rwd::cpu::exact_loops()};
   each_copy_of_the_loops() {
-    SUBCASE("the loops the CPU is given") {}
-    SUBCASE("the loops for any x86-64") { rwd::cpu::detail::exact_avx512 = false; }
+    std::vector<const char*> here;  // the copies in this build that this CPU runs
+    for (const char* copy : {"avx512", "avx2", "portable"}) {
+      try {
+        rwd::cpu::use_exact_loops(copy);
+        here.push_back(copy);
+      } catch (const rwd::error&) {
+      }
+    }
+    rwd::cpu::use_exact_loops(was);
+    for (const char* copy : here)
+      SUBCASE(copy) { rwd::cpu::use_exact_loops(copy); }
   }
-  ~each_copy_of_the_loops() { rwd::cpu::detail::exact_avx512 = wide; }
+  ~each_copy_of_the_loops() { rwd::cpu::use_exact_loops(was); }
   each_copy_of_the_loops(const each_copy_of_the_loops&) = delete;
   each_copy_of_the_loops& operator=(const each_copy_of_the_loops&) = delete;
-#endif
 };
 
 // One layer of the scalar reference: each element through multiply_exact / divide_exact.
@@ -297,13 +304,22 @@ TEST_CASE("ledger: the vectorised loop moves words for neighbours whose stacks h
 }
 
 #ifdef REWIND_TEST_PORTABLE
-TEST_CASE("exact: a build for any x86-64 carries an AVX-512 copy of its loops") {
-#ifndef REWIND_EXACT_DISPATCH
-  FAIL("rewind/cpu/exact.hpp compiled no AVX-512 copy of the exact mode's loops");
+TEST_CASE("exact: a build for any x86-64 carries AVX-512 and AVX2 copies of its loops and runs the widest") {
+#if !defined(REWIND_EXACT_DISPATCH) || !defined(REWIND_EXACT_DISPATCH_AVX2)
+  FAIL("rewind/cpu/exact.hpp compiled no AVX-512 or no AVX2 copy of the exact mode's loops");
 #else
-  const std::string copy = rwd::cpu::detail::exact_avx512 ? "AVX-512" : "plain x86-64";
-  MESSAGE("this CPU runs the " << copy << " copy");
+  const std::string widest = __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
+                                 ? "avx512"
+                             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2"
+                                                                                                 : "portable";
+  CHECK(rwd::cpu::exact_loops() == widest);
+  MESSAGE("this CPU runs the " << widest << " copy");
+  const std::string was{rwd::cpu::exact_loops()};
+  rwd::cpu::use_exact_loops("portable");
+  CHECK(rwd::cpu::exact_loops() == "portable");
+  rwd::cpu::use_exact_loops(was);
 #endif
+  CHECK_THROWS_WITH_AS(rwd::cpu::use_exact_loops("avx1024"), doctest::Contains("no \"avx1024\" copy"), rwd::error);
 }
 #endif
 
@@ -334,6 +350,7 @@ TEST_CASE("ledger: coefficients it cannot hold are refused") {
 }
 
 TEST_CASE("fixed point: the loops report a value out of range instead of wrapping") {
+  [[maybe_unused]] const each_copy_of_the_loops copies;
   rwd::cpu::memory_tracker t;
   rwd::cpu::ledger l(t, 4, {rwd::rational{9, 10}});
   const rwd::cpu::exact_ratio a(9, 10, l);
@@ -342,13 +359,55 @@ TEST_CASE("fixed point: the loops report a value out of range instead of wrappin
   std::vector<float> shadow(4);
   CHECK(rwd::cpu::scale_add_exact(s.data(), std::vector<float>{1, 2, 3, 4}.data(), shadow.data(), 4, fp, a, l, 0, true, 1));
   CHECK_FALSE(rwd::cpu::scale_add_exact(s.data(), std::vector<float>{1, 5000, 3, 4}.data(), shadow.data(), 4, fp, a, l, 0, true, 1));
+  s.assign(4, 0);
+  CHECK_FALSE(rwd::cpu::scale_add_exact(s.data(), std::vector<float>{1, 2, -5000, 4}.data(), shadow.data(), 4, fp, a, l, 0, true, 1));
+  s.assign(4, 0);
+  CHECK_FALSE(rwd::cpu::scale_add_exact(s.data(), std::vector<float>{1, 2, 3, NAN}.data(), shadow.data(), 4, fp, a, l, 0, true, 1));
+  for (const float sign : {1.0f, -1.0f}) {  // g in range, the result (9/10) s + g not
+    s.assign(4, 0);
+    s[1] = static_cast<std::int64_t>(sign) * (static_cast<std::int64_t>(0x1p51) - 1);
+    CHECK_FALSE(rwd::cpu::scale_add_exact(s.data(), std::vector<float>{0, sign * 2000, 0, 0}.data(), shadow.data(), 4, fp, a, l, 0, true, 1));
+  }
+  s.assign(4, 0);
   CHECK_FALSE(rwd::cpu::add_exact(s.data(), std::vector<float>{0, 0, NAN, 0}.data(), shadow.data(), 4, fp, true, 1));
+  s.assign(4, 0);  // what a loop that failed leaves is not defined (the step that ran it fails)
   CHECK(rwd::cpu::add_exact(s.data(), std::vector<float>{0, 0, 1, 0}.data(), shadow.data(), 4, fp, true, 1));
   std::vector<std::int64_t> near(4, static_cast<std::int64_t>(0x1p51) - 1);
   CHECK_FALSE(rwd::cpu::add_exact(near.data(), std::vector<float>{0, 0, 0, 1}.data(), shadow.data(), 4, fp, true, 1));
 }
 
+TEST_CASE("fixed point: the vectorised adds flag the one element that leaves the range, at either end, in any lane") {
+  [[maybe_unused]] const each_copy_of_the_loops copies;
+  const auto fp = rwd::cpu::fixed_point::of(0);
+  const std::int64_t top = (std::int64_t{1} << 51) - 1;
+  const std::size_t n = 21;  // vectors of 8 and 4, and a rest
+  for (std::size_t at = 0; at < n; ++at)
+    for (const std::int64_t sign : {1, -1}) {
+      CAPTURE(at);
+      CAPTURE(sign);
+      // every element at the end of the range; element `at` is moved one past it
+      std::vector<std::int64_t> s(n, sign * (top - 1)), t(n, sign);
+      std::vector<float> g(n, static_cast<float>(sign)), shadow(n);
+      CHECK(rwd::cpu::add_exact(s.data(), g.data(), shadow.data(), n, fp, true, 1));  // to +-top: in range
+      CHECK(s == std::vector<std::int64_t>(n, sign * top));
+      g.assign(n, 0.0f);
+      g[at] = static_cast<float>(sign);
+      CHECK_FALSE(rwd::cpu::add_exact(s.data(), g.data(), shadow.data(), n, fp, true, 1));
+      std::vector<std::int64_t> u(n, -sign * top);  // and the rewind's subtraction from the other end
+      CHECK_FALSE(rwd::cpu::add_exact(u.data(), g.data(), static_cast<float*>(nullptr), n, fp, false, 1));
+      std::vector<std::int64_t> x(n, sign * top);
+      t.assign(n, 0);
+      t[at] = sign;
+      CHECK_FALSE(rwd::cpu::add_state_exact(x.data(), t.data(), static_cast<float*>(nullptr), n, fp, true, 1));
+      x.assign(n, -sign * top);
+      CHECK_FALSE(rwd::cpu::add_state_exact(x.data(), t.data(), shadow.data(), n, fp, false, 1));
+      x.assign(n, sign * (top - 1));
+      CHECK(rwd::cpu::add_state_exact(x.data(), t.data(), shadow.data(), n, fp, true, 1));  // the one element to +-top
+    }
+}
+
 TEST_CASE("fixed point: a state variable is added as its fixed point, not as its float shadow") {
+  [[maybe_unused]] const each_copy_of_the_loops copies;
   const auto fp = rwd::cpu::fixed_point::of(40);
   const std::size_t n = 1000 + 3;  // a partial tile
   std::vector<std::int64_t> x(n), v(n);

@@ -1,14 +1,19 @@
 // rewind cpu: the exact mode's loops over the state: s <- s +- round(g) and s <- (n/d) s + round(g)
 // with its mirror, in fixed point (fixed_point.hpp), the digits that do not fit kept in the
 // information ledger (ledger.hpp). Each loop runs in tiles on the team's threads, vectorised,
-// with an AVX-512 copy chosen at run time where the build did not target it.
+// with AVX-512 and AVX2 copies chosen at run time where the build did not target them.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #if defined(__x86_64__) && !defined(__CUDACC__)
 #include <immintrin.h>
@@ -18,6 +23,10 @@
 #include "ledger.hpp"
 
 namespace rwd::cpu {
+
+/// The copies of the exact mode's loops: vectorised for AVX-512, for AVX2 (with FMA), or for any
+/// CPU (the compiler's own vectorisation of the plain loops).
+enum class exact_copy { portable, avx2, avx512 };
 
 namespace detail {
 // The loops below run on every thread in tiles (elements are independent, so the result does not
@@ -60,8 +69,10 @@ namespace generic {
 }  // namespace generic
 
 // An application built for any x86-64 (no -march) still gets the vectorised tiles on a CPU with
-// AVX-512: the same kernels are compiled a second time for it, and chosen once at run time.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__AVX512DQ__) && !defined(__CUDACC__)
+// AVX-512 or AVX2: the same kernels are compiled again for each vector unit the build does not
+// target, and the widest the CPU has is chosen once at run time.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
+#if !defined(__AVX512DQ__)
 #define REWIND_EXACT_DISPATCH 1
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw")
@@ -71,21 +82,60 @@ namespace avx512 {
 }  // namespace avx512
 #undef REWIND_EXACT_AVX512_KERNEL
 #pragma GCC pop_options
-/// Whether the tiles run their AVX-512 copy (the CPU has it; a test turns it off).
-inline bool exact_avx512 = [] {
-  __builtin_cpu_init();  // this may run among the static initialisers, before libgcc's own
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512bw");
-}();
 #endif
+#if !defined(__AVX2__) || !defined(__FMA__)
+#define REWIND_EXACT_DISPATCH_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define REWIND_EXACT_AVX2_KERNEL 1
+namespace avx2 {
+#include "exact_tiles.inc"
+}  // namespace avx2
+#undef REWIND_EXACT_AVX2_KERNEL
+#pragma GCC pop_options
+#endif
+#endif
+
+/// Whether this build carries copy c of the loops and this CPU runs it.
+inline bool cpu_runs(exact_copy c) {
+  if (c == generic::copy) return true;
+#ifdef REWIND_EXACT_DISPATCH
+  if (c == exact_copy::avx512)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw");
+#endif
+#ifdef REWIND_EXACT_DISPATCH_AVX2
+  if (c == exact_copy::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  return false;
+}
+
+/// The copy of the loops the tiles run: the widest this build carries and the CPU runs.
+inline exact_copy exact_loops_now = [] {
+#if defined(REWIND_EXACT_DISPATCH) || defined(REWIND_EXACT_DISPATCH_AVX2)
+  __builtin_cpu_init();  // this may run among the static initialisers, before libgcc's own
+#endif
+  for (exact_copy c : {exact_copy::avx512, exact_copy::avx2})
+    if (cpu_runs(c)) return c;
+  return generic::copy;
+}();
+
+/// f(the tiles of the copy in use).
+template <class F>
+decltype(auto) with_loops(const F& f) {
+#ifdef REWIND_EXACT_DISPATCH
+  if (exact_loops_now == exact_copy::avx512) return f(avx512::loops{});
+#endif
+#ifdef REWIND_EXACT_DISPATCH_AVX2
+  if (exact_loops_now == exact_copy::avx2) return f(avx2::loops{});
+#endif
+  return f(generic::loops{});
+}
 
 /// One tile of add_state_exact, in the copy the CPU runs.
 template <class T>
 std::int64_t add_state_tiles(std::int64_t* s, const std::int64_t* t, T* shadow, std::size_t len, fixed_point fp, std::int64_t sign) {
-#ifdef REWIND_EXACT_DISPATCH
-  if (exact_avx512) return avx512::add_state_tile(s, t, shadow, len, fp, sign);
-#endif
-  return generic::add_state_tile(s, t, shadow, len, fp, sign);
+  return with_loops([&](auto copy) { return copy.add_state(s, t, shadow, len, fp, sign); });
 }
 
 /// Runs tile(begin, length) over `count` elements in tiles of exact_tile, on `threads` threads
@@ -103,6 +153,29 @@ std::int64_t over_tiles(std::size_t count, int threads, const Tile& tile) {
 }
 }  // namespace detail
 
+namespace detail {
+inline constexpr std::array<std::string_view, 3> exact_copy_names{"portable", "avx2", "avx512"};  // by exact_copy
+}  // namespace detail
+
+/// The copy of the exact mode's loops that runs: "avx512", "avx2" or "portable".
+inline std::string_view exact_loops() { return detail::exact_copy_names[static_cast<std::size_t>(detail::exact_loops_now)]; }
+/// Runs the exact mode's loops in the copy named (as exact_loops() names them) from now on, in
+/// the whole process: to measure or check a narrower copy on a wider CPU (every copy gives the
+/// same bits). A copy this build does not carry or this CPU cannot run is an error.
+inline void use_exact_loops(std::string_view name) {
+  std::string runs;
+  for (std::size_t k = 0; k < detail::exact_copy_names.size(); ++k) {
+    const auto c = static_cast<exact_copy>(k);
+    if (!detail::cpu_runs(c)) continue;
+    if (name == detail::exact_copy_names[k]) {
+      detail::exact_loops_now = c;
+      return;
+    }
+    runs += std::string(runs.empty() ? "" : ", ") + std::string(detail::exact_copy_names[k]);
+  }
+  throw error("rewind: exact mode: no \"" + std::string(name) + "\" copy of the loops in this build on this CPU (it runs: " + runs + ")");
+}
+
 /// s <- s + round(g) (forward) or s - round(g) (rewind) over `count` elements, with the float
 /// shadow of s written beside (unless `shadow` is null: nothing reads it). Returns false when a
 /// value left the fixed-point range (the caller raises the error; a loop on several threads
@@ -111,10 +184,7 @@ template <class T>
 bool add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, fixed_point fp, bool forward, int threads) {
   const std::int64_t sign = forward ? 1 : -1;
   return !detail::over_tiles(count, threads, [&](std::size_t begin, std::size_t len) {
-#ifdef REWIND_EXACT_DISPATCH
-    if (detail::exact_avx512) return detail::avx512::add_tile(s + begin, g + begin, detail::offset(shadow, begin), len, fp, sign);
-#endif
-    return detail::generic::add_tile(s + begin, g + begin, detail::offset(shadow, begin), len, fp, sign);
+    return detail::with_loops([&](auto copy) { return copy.add(s + begin, g + begin, detail::offset(shadow, begin), len, fp, sign); });
   });
 }
 
@@ -164,12 +234,10 @@ bool scale_add_exact(std::int64_t* s, const T* g, T* shadow, std::size_t count, 
     std::uint8_t later[detail::exact_tile];  // from `from` on: the element's ledger moves a word, done after in scalar
     std::int64_t any_later = 0, bad = 0;
     std::size_t from = 0;
-#ifdef REWIND_EXACT_DISPATCH
-    if (detail::exact_avx512)
-      bad = detail::avx512::scale_tile(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later, any_later, from);
-    else
-#endif
-      bad = detail::generic::scale_tile(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later, any_later, from);
+    bad = detail::with_loops([&](auto copy) {
+      return copy.scale(s + begin, g + begin, detail::offset(shadow, begin), head + begin, height + begin, len, fp, c, l, first + begin, later,
+                        any_later, from);
+    });
     for (std::size_t i = from; any_later && i < len; ++i) {
       if (!later[i]) continue;
       const std::size_t at = begin + i;
