@@ -151,9 +151,7 @@ std::int64_t over_tiles(std::size_t count, int threads, const Tile& tile) {
   }
   return bad;
 }
-}  // namespace detail
 
-namespace detail {
 inline constexpr std::array<std::string_view, 3> exact_copy_names{"portable", "avx2", "avx512"};  // by exact_copy
 }  // namespace detail
 
