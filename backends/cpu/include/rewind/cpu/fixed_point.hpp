@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -15,6 +16,10 @@ namespace rwd::cpu {
 /// magnitude (so that sums of two and the ledger's arithmetic stay exact in a double).
 struct fixed_point {
   static constexpr double limit = 0x1p51;
+  /// 1.5 2^52: adding it rounds a double below 2^51 in magnitude to an integer (ties to even), and
+  /// the sum's bits are the integer's plus magic_bits (the vector loops convert that way).
+  static constexpr double magic = 0x1.8p52;
+  static constexpr std::int64_t magic_bits = 0x4338000000000000;
   int bits = 32;
   double scale = 0x1p32, unit = 0x1p-32;  // 2^F, 2^-F
   static fixed_point of(int bits) {
@@ -25,7 +30,6 @@ struct fixed_point {
   /// subtracting 1.5 * 2^52 rounds a double below 2^51 to an integer in one exact step. A value
   /// out of range (NaN too) sets `out` to 1 and gives 0.
   std::int64_t round(double x, std::int64_t& out) const {
-    constexpr double magic = 0x1.8p52;
     double scaled = x * scale;
     out = !(std::abs(scaled) < limit);
     scaled = out ? 0.0 : scaled;
@@ -40,6 +44,8 @@ struct fixed_point {
     return static_cast<T>(static_cast<double>(v) * unit);
   }
 };
+
+static_assert(std::bit_cast<std::int64_t>(fixed_point::magic) == fixed_point::magic_bits);
 
 /// The closest rational with a denominator of at most max_den (continued fractions): how a
 /// runtime coefficient such as mu = 0.9 becomes the exact 9/10 of the exact policy.
