@@ -60,12 +60,12 @@ TEST_CASE("gemm: every shape class against a double loop, replacing or adding to
   std::mt19937 rng(7);
   for (bool thin : {runs, false}) {
     rwd::cpu::detail::thin_gemm_runs = thin;
-    for (const auto& [ta, tb] : {std::pair{false, false}, {true, false}, {false, true}})
+    for (const auto& op : {std::pair{false, false}, {true, false}, {false, true}})
       for (std::size_t m : {1u, 16u, 17u, 32u, 48u, 64u, 80u, 144u})
         for (std::size_t n : {1u, 7u, 37u, 64u, 130u})
           for (std::size_t k : {0u, 1u, 5u, 300u})
             for (bool add : {false, true}) {
-              const product p{ta, tb, m, n, k};
+              const product p{op.first, op.second, m, n, k};
               CAPTURE(thin);
               CAPTURE(p.ta);
               CAPTURE(p.tb);
@@ -88,7 +88,8 @@ TEST_CASE("gemm: thin_gemm gives a column the same bits whatever the other colum
   // 130 columns run in tiles of 12, 6, 3 and 1 (A transposed: copied k-major in 16 x 16 blocks and
   // a ragged rest); each column alone runs in a tile of one
   std::mt19937 rng(11);
-  for (const auto& [ta, tb] : {std::pair{false, false}, {true, false}, {false, true}}) {
+  for (const auto& op : {std::pair{false, false}, {true, false}, {false, true}}) {
+    const bool ta = op.first, tb = op.second;  // not a structured binding: clang 14 cannot capture one (CAPTURE)
     CAPTURE(ta);
     CAPTURE(tb);
     const std::size_t m = 32, n = 130, k = 300;

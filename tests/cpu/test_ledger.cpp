@@ -36,7 +36,8 @@ TEST_CASE("ledger: many random rationals, values of both signs, round trips bit 
 
 TEST_CASE("ledger: 5000 layers of mu = 9/10 and 3/10, negative values, spills, ledger empty after") {
   rwd::cpu::memory_tracker t;
-  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {99, 100}, {7, 3}}) {
+  for (const auto& nd : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {99, 100}, {7, 3}}) {
+    const std::int64_t n = nd.first, d = nd.second;  // not a structured binding: clang 14 cannot capture one
     const std::size_t elements = 256;
     rwd::cpu::ledger l(t, elements, {rwd::rational{n, d}});
     std::mt19937_64 rng(static_cast<unsigned>(n * 131 + d));
@@ -134,7 +135,8 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread o
   rwd::cpu::memory_tracker t;
   const std::size_t elements = 20000 + 77;  // past the threaded size, the last block partial
   const auto fp = rwd::cpu::fixed_point::of(30);
-  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {99, 100}, {7, 3}, {65535, 65536}}) {
+  for (const auto& nd : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {99, 100}, {7, 3}, {65535, 65536}}) {
+    const std::int64_t n = nd.first, d = nd.second;
     const int depth = n > d ? 10 : 400;  // 9/10 spills (and refills) every ~100 layers
     std::mt19937_64 rng(static_cast<unsigned>(n + d));
     std::vector<std::int64_t> start(elements);
@@ -188,8 +190,9 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic at the ends of t
   rwd::cpu::memory_tracker t;
   const auto fp = rwd::cpu::fixed_point::of(0);
   const std::int64_t top = (std::int64_t{1} << 51) - 1;
-  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {1, 2}, {3, 7}, {65535, 65536}, {1, 65535}, {7, 3},
-                      {65536, 65535}, {65432, 65433}, {65433, 65432}, {65433, 3}}) {
+  for (const auto& nd : {std::pair<std::int64_t, std::int64_t>{9, 10}, {1, 2}, {3, 7}, {65535, 65536}, {1, 65535}, {7, 3},
+                         {65536, 65535}, {65432, 65433}, {65433, 65432}, {65433, 3}}) {
+    const std::int64_t n = nd.first, d = nd.second;
     CAPTURE(n);
     CAPTURE(d);
     // the largest state whose image (n/d) s + g stays in range
@@ -252,7 +255,8 @@ TEST_CASE("ledger: the vectorised loop moves words for neighbours whose stacks h
   rwd::cpu::memory_tracker t;
   const std::size_t elements = 1000 + 3;
   const auto fp = rwd::cpu::fixed_point::of(30);
-  for (auto [n, d] : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {7, 3}}) {
+  for (const auto& nd : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {7, 3}}) {
+    const std::int64_t n = nd.first, d = nd.second;
     CAPTURE(n);
     CAPTURE(d);
     const int depth = n > d ? 12 : 300;  // 7/3 multiplies the state by 2^1.22 a layer

@@ -17,6 +17,19 @@ if(NOT last_output MATCHES "151")
   message(FATAL_ERROR "the consumer printed: ${last_output}")
 endif()
 message(STATUS "consumer: ${last_output}")
+run(${WORK}/consumer/consumer_cpu)
+message(STATUS "CPU consumer: ${last_output}")
+
+# the same CPU consumer built with clang, where the machine has it: its own copies of the loops
+if(CLANGXX)
+  run(${CMAKE_COMMAND} -S ${CONSUMER} -B ${WORK}/consumer-clang -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${WORK}/prefix
+      -DCMAKE_CXX_COMPILER=${CLANGXX})
+  run(${CMAKE_COMMAND} --build ${WORK}/consumer-clang --target consumer_cpu)
+  run(${WORK}/consumer-clang/consumer_cpu)
+  message(STATUS "CPU consumer built with ${CLANGXX}: ${last_output}")
+else()
+  message(STATUS "CPU consumer built with clang: skipped (no clang++ on this machine)")
+endif()
 
 # with MPI, rewind::mpi is installed too: its consumer runs a data-parallel step on 2 ranks
 if(MPIEXEC)

@@ -21,6 +21,7 @@
 
 #include "fixed_point.hpp"
 #include "ledger.hpp"
+#include "vector_target.hpp"
 
 namespace rwd::cpu {
 
@@ -68,31 +69,30 @@ namespace generic {
 #include "exact_tiles.inc"
 }  // namespace generic
 
-// An application built for any x86-64 (no -march) still gets the vectorised tiles on a CPU with
-// AVX-512 or AVX2: the same kernels are compiled again for each vector unit the build does not
-// target, and the widest the CPU has is chosen once at run time.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
+// An application built for any x86-64 (no -march), with GCC or clang, still gets the vectorised
+// tiles on a CPU with AVX-512 or AVX2: the same kernels are compiled again for each vector unit
+// the build does not target (vector_target.hpp), and the widest the CPU has is chosen once at run
+// time.
+#ifdef REWIND_TARGET_COPIES
 #if !defined(__AVX512DQ__)
 #define REWIND_EXACT_DISPATCH 1
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw")
-#define REWIND_EXACT_AVX512_KERNEL 1  // the target pragma does not define __AVX512F__ and the like
+REWIND_TARGET_PUSH("avx512f,avx512dq,avx512vl,avx512bw")
+#define REWIND_EXACT_AVX512_KERNEL 1  // the target does not define __AVX512F__ and the like
 namespace avx512 {
 #include "exact_tiles.inc"
 }  // namespace avx512
 #undef REWIND_EXACT_AVX512_KERNEL
-#pragma GCC pop_options
+REWIND_TARGET_POP
 #endif
 #if !defined(__AVX2__) || !defined(__FMA__)
 #define REWIND_EXACT_DISPATCH_AVX2 1
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+REWIND_TARGET_PUSH("avx2,fma")
 #define REWIND_EXACT_AVX2_KERNEL 1
 namespace avx2 {
 #include "exact_tiles.inc"
 }  // namespace avx2
 #undef REWIND_EXACT_AVX2_KERNEL
-#pragma GCC pop_options
+REWIND_TARGET_POP
 #endif
 #endif
 

@@ -14,10 +14,13 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "vector_target.hpp"
+
 // Where the build targets AVX-512 the kernel is compiled as it is; built for any x86-64 with GCC
-// (an application that sets no -march), it is compiled for AVX-512 under a target pragma and
-// runs where the CPU has it (thin_gemm_runs, checked once), as the exact mode's tiles do.
-#if !defined(__CUDACC__) && defined(__x86_64__) && (defined(__AVX512F__) || (defined(__GNUC__) && !defined(__clang__)))
+// or clang (an application that sets no -march), it is compiled for AVX-512 as a copy
+// (vector_target.hpp) and runs where the CPU has it (thin_gemm_runs, checked once), as the exact
+// mode's tiles do.
+#if !defined(__CUDACC__) && defined(__x86_64__) && (defined(__AVX512F__) || defined(REWIND_TARGET_COPIES))
 #include <immintrin.h>
 #define REWIND_THIN_GEMM 1
 #ifndef __AVX512F__
@@ -46,11 +49,12 @@ inline bool thin_gemm_takes(std::size_t m) { return thin_gemm_runs && m % 16 == 
 
 #ifdef REWIND_THIN_GEMM
 #ifdef REWIND_THIN_GEMM_DISPATCH
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+REWIND_TARGET_PUSH("avx512f")
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #endif
 namespace thin {
 
@@ -178,8 +182,10 @@ inline void thin_gemm(bool ta, std::size_t m, std::size_t n, std::size_t k, cons
   }
 }
 #ifdef REWIND_THIN_GEMM_DISPATCH
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+#endif
+REWIND_TARGET_POP
 #endif
 #endif
 
