@@ -3,7 +3,8 @@
 // or inside a team; the tests set Eigen's to one). The portable build runs thin_gemm's copy
 // chosen at run time. Every shape class either takes is held to a double-precision loop:
 // rows in and out of thin_gemm's register tiles and 64-row slices, columns that leave ragged
-// tiles, k over several of its blocks, A or B transposed, C replaced (whatever it held) or added to.
+// tiles, k over several of its blocks, A or B transposed, C replaced (whatever it held) or added to;
+// and gemm_bias, whose chains start from the bias.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -105,4 +106,34 @@ TEST_CASE("gemm: thin_gemm gives a column the same bits whatever the other colum
       CHECK(std::equal(one.begin(), one.end(), all.begin() + static_cast<std::ptrdiff_t>(j * m)));
     }
   }
+}
+
+TEST_CASE("gemm_bias: C = A B + b down every column, through thin_gemm and through Eigen, against a double loop") {
+  const bool runs = rwd::cpu::detail::thin_gemm_runs;
+  const rwd::cpu::detail::one_gemm_thread alone(true);  // map_ops then takes thin_gemm where it fits
+  std::mt19937 rng(13);
+  for (bool thin : {runs, false}) {
+    rwd::cpu::detail::thin_gemm_runs = thin;
+    for (std::size_t m : {1u, 16u, 17u, 48u, 80u, 784u})
+      for (std::size_t n : {1u, 7u, 37u})
+        for (std::size_t k : {0u, 1u, 16u, 300u}) {
+          CAPTURE(thin);
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          const auto a = random_values(m * k, rng), b = random_values(k * n, rng), bias = random_values(m, rng);
+          std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());  // replaced, never read
+          rwd::cpu::map_ops<float>{}.gemm_bias(m, n, k, a.data(), b.data(), bias.data(), c.data());
+          double worst = 0;
+          for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t i = 0; i < m; ++i) {
+              double want = bias[i];
+              for (std::size_t kk = 0; kk < k; ++kk) want += static_cast<double>(a[kk * m + i]) * b[j * k + kk];
+              const double got = c[j * m + i];
+              worst = std::isfinite(got) ? std::max(worst, std::abs(got - want)) : std::numeric_limits<double>::infinity();
+            }
+          CHECK(worst / (static_cast<double>(k + 1) * std::numeric_limits<float>::epsilon()) < 1.0);
+        }
+  }
+  rwd::cpu::detail::thin_gemm_runs = runs;
 }

@@ -13,6 +13,8 @@
 //                                           at most one of them: a GEMM kernel per pair costs
 //                                           compile time, and the layers need three)
 //   bias<Fn>(Y, b, rows, cols)              Y = Fn(Y + b) down every column (Fn = void: Y + b)
+//   gemm_bias(m, n, k, A, B, b, C)          optional: C = A B + b down every column, where an
+//                                           executor can add the bias inside its GEMM (dense.hpp)
 //   activation<Fn>(X, Y, n)                 Y = Fn(X) elementwise
 //   bias_gradient(G, gb, rows, cols)        gb += the row sums of G
 //   activation_backward<Fn>(G, Y, copy, n)  G *= Fn'(u) from the output Y = Fn(u); copy = G

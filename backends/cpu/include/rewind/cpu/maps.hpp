@@ -38,6 +38,21 @@ struct map_ops {
 #endif
     eigen_gemm(ta, tb, m, n, k, a, b, beta, c);
   }
+  /// C = A B + bias down every column (A m x k, B k x n): a dense layer with its bias in one pass,
+  /// where thin_gemm runs it (its chains of multiply-adds start from the bias); else gemm, then
+  /// bias.
+  void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, const T* bias_of_rows, T* c) const {
+#ifdef REWIND_THIN_GEMM
+    if constexpr (std::is_same_v<T, float>) {
+      if (detail::thin_gemm_takes(m) && (detail::in_team() || Eigen::nbThreads() == 1)) {
+        detail::thin_gemm(false, m, n, k, a, b, 1, k, false, c, bias_of_rows);
+        return;
+      }
+    }
+#endif
+    gemm(false, false, m, n, k, a, b, T(0), c);
+    bias<void>(c, bias_of_rows, m, n);
+  }
   /// gemm through Eigen's products alone (on Eigen's threads, outside a team).
   static void eigen_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T beta, T* c) {
     if (ta && tb) throw error("rewind: map_ops::gemm: op(A) and op(B) cannot both be transposed");

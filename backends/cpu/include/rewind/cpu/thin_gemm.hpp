@@ -59,7 +59,8 @@ REWIND_TARGET_PUSH("avx512f")
 namespace thin {
 
 /// The operands of one block of k: A k-major (A(i, kk) = a[kk lda + i]), B(kk, j) = b[kk sk + j sj],
-/// C column-major with ldc; `add` starts from C's values (else from zero).
+/// C column-major with ldc; `add` starts from C's values, else from `bias` down every column
+/// (its rows), else from zero.
 struct operands {
   const float* a;
   std::size_t lda;
@@ -69,6 +70,7 @@ struct operands {
   std::size_t ldc;
   std::size_t k;
   bool add;
+  const float* bias;
 };
 
 /// C(16 MB rows, NB columns) from A and B's first NB columns.
@@ -76,7 +78,8 @@ template <int MB, int NB>
 inline void tile(const operands& o) {
   __m512 acc[MB][NB];
   for (int j = 0; j < NB; ++j)
-    for (int i = 0; i < MB; ++i) acc[i][j] = o.add ? _mm512_loadu_ps(o.c + j * o.ldc + 16 * i) : _mm512_setzero_ps();
+    for (int i = 0; i < MB; ++i)
+      acc[i][j] = o.add ? _mm512_loadu_ps(o.c + j * o.ldc + 16 * i) : o.bias ? _mm512_loadu_ps(o.bias + 16 * i) : _mm512_setzero_ps();
   for (std::size_t kk = 0; kk < o.k; ++kk) {
     __m512 av[MB];
     for (int i = 0; i < MB; ++i) av[i] = _mm512_loadu_ps(o.a + kk * o.lda + 16 * i);
@@ -153,13 +156,14 @@ inline void pack_transposed(const float* a, std::size_t k, std::size_t r0, std::
 
 }  // namespace thin
 
-/// C (m x n, column-major) = op(A) op(B), or += with `add`; op(A) is m x k, A column-major
-/// (transposed where ta: stored k x m); B(kk, j) = b[kk sk + j sj]; m a multiple of 16. Blocks of
-/// k run one after another over all of C, in slices of at most 64 rows, each slice's block of A
-/// (32 KB) in the L1 cache; a transposed A's is copied k-major first (on the stack). Only where
-/// thin_gemm_runs.
+/// C (m x n, column-major) = op(A) op(B), or += with `add`, or + bias (m values, added down
+/// every column: each element's chain of multiply-adds starts from its row's bias); op(A) is
+/// m x k, A column-major (transposed where ta: stored k x m); B(kk, j) = b[kk sk + j sj]; m a
+/// multiple of 16. Blocks of k run one after another over all of C, in slices of at most 64 rows,
+/// each slice's block of A (32 KB) in the L1 cache; a transposed A's is copied k-major first (on
+/// the stack). Only where thin_gemm_runs.
 inline void thin_gemm(bool ta, std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, std::size_t sk, std::size_t sj, bool add,
-                      float* c) {
+                      float* c, const float* bias = nullptr) {
   constexpr std::size_t block = 64 * 128;  // floats: 32 KB
   alignas(64) float packed[block];
   const std::size_t kc = block / std::min<std::size_t>(m, 64);
@@ -167,7 +171,7 @@ inline void thin_gemm(bool ta, std::size_t m, std::size_t n, std::size_t k, cons
     const std::size_t kn = std::min(kc, k - k0);
     for (std::size_t r0 = 0; r0 < m; r0 += 64) {
       const std::size_t rows = std::min<std::size_t>(m - r0, 64);
-      thin::operands o{a + k0 * m + r0, m, b + k0 * sk, sk, sj, c + r0, m, kn, add || k0 > 0};
+      thin::operands o{a + k0 * m + r0, m, b + k0 * sk, sk, sj, c + r0, m, kn, add || k0 > 0, bias && !add ? bias + r0 : nullptr};
       if (ta) {
         thin::pack_transposed(a, k, r0, rows, k0, kn, packed);
         o.a = packed, o.lda = rows;

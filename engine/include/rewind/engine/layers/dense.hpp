@@ -1,6 +1,7 @@
 // rewind engine: the dense layer y = W u + b (W: out x in, column-major, then b), one GEMM each
 // way. When an activation follows, the activation's rule adds the bias in its own pass over the
-// GEMM's output (rwd::map_layout::fused), and only the activation's output is kept.
+// GEMM's output (rwd::map_layout::fused), and only the activation's output is kept; else an
+// executor with gemm_bias adds it in the GEMM.
 #pragma once
 
 #include "rule.hpp"
@@ -23,6 +24,9 @@ struct layer_rule<dense_layer<N>> {
   template <class T, class Exec>
   static void forward(const Exec& e, const layer_forward<T>& l) {
     const auto& s = l.shape;
+    if constexpr (requires { e.gemm_bias(s.out, l.batch, s.in, l.params, l.x, l.params, l.y); }) {
+      if (!l.into_next) return e.gemm_bias(s.out, l.batch, s.in, l.params, l.x, l.params + s.out * s.in, l.y);  // y = W u + b
+    }
     e.gemm(false, false, s.out, l.batch, s.in, l.params, l.x, T(0), l.y);  // y = W u
     if (!l.into_next) e.template bias<void>(l.y, l.params + s.out * s.in, s.out, l.batch);
   }
