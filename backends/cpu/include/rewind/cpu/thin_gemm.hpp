@@ -77,9 +77,15 @@ struct operands {
 template <int MB, int NB>
 inline void tile(const operands& o) {
   __m512 acc[MB][NB];
-  for (int j = 0; j < NB; ++j)
-    for (int i = 0; i < MB; ++i)
-      acc[i][j] = o.add ? _mm512_loadu_ps(o.c + j * o.ldc + 16 * i) : o.bias ? _mm512_loadu_ps(o.bias + 16 * i) : _mm512_setzero_ps();
+  if (o.add) {
+    for (int j = 0; j < NB; ++j)
+      for (int i = 0; i < MB; ++i) acc[i][j] = _mm512_loadu_ps(o.c + j * o.ldc + 16 * i);
+  } else {
+    __m512 start[MB];
+    for (int i = 0; i < MB; ++i) start[i] = o.bias ? _mm512_loadu_ps(o.bias + 16 * i) : _mm512_setzero_ps();
+    for (int j = 0; j < NB; ++j)
+      for (int i = 0; i < MB; ++i) acc[i][j] = start[i];
+  }
   for (std::size_t kk = 0; kk < o.k; ++kk) {
     __m512 av[MB];
     for (int i = 0; i < MB; ++i) av[i] = _mm512_loadu_ps(o.a + kk * o.lda + 16 * i);
