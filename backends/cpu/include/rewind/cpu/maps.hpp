@@ -29,7 +29,7 @@ struct map_ops {
   void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T beta, T* c) const {
 #ifdef REWIND_THIN_GEMM
     if constexpr (std::is_same_v<T, float>) {
-      if (!(ta && tb) && detail::thin_gemm_takes(m) && (detail::in_team() || Eigen::nbThreads() == 1)) {
+      if (!(ta && tb) && thin(m)) {
         if (tb) detail::thin_gemm(ta, m, n, k, a, b, n, 1, beta != T(0), c);  // B(kk, j) = b[kk n + j]
         else detail::thin_gemm(ta, m, n, k, a, b, 1, k, beta != T(0), c);
         return;
@@ -44,7 +44,7 @@ struct map_ops {
   void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, const T* bias_of_rows, T* c) const {
 #ifdef REWIND_THIN_GEMM
     if constexpr (std::is_same_v<T, float>) {
-      if (detail::thin_gemm_takes(m) && (detail::in_team() || Eigen::nbThreads() == 1)) {
+      if (thin(m)) {
         detail::thin_gemm(false, m, n, k, a, b, 1, k, false, c, bias_of_rows);
         return;
       }
@@ -53,6 +53,9 @@ struct map_ops {
     gemm(false, false, m, n, k, a, b, T(0), c);
     bias<void>(c, bias_of_rows, m, n);
   }
+  /// Whether a product with m rows runs through thin_gemm: where it takes m, on one thread (a
+  /// team's, or Eigen's set to one; Eigen's own threads are faster for a whole batch).
+  static bool thin(std::size_t m) { return detail::thin_gemm_takes(m) && (detail::in_team() || Eigen::nbThreads() == 1); }
   /// gemm through Eigen's products alone (on Eigen's threads, outside a team).
   static void eigen_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T beta, T* c) {
     if (ta && tb) throw error("rewind: map_ops::gemm: op(A) and op(B) cannot both be transposed");
