@@ -5,6 +5,7 @@ function(run)
     message(FATAL_ERROR "failed: ${ARGV}\n${out}\n${err}")
   endif()
   set(last_output "${out}" PARENT_SCOPE)
+  set(last_error "${err}" PARENT_SCOPE)
 endfunction()
 run(${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/rewind -G ${GENERATOR} -DREWIND_BUILD_TESTS=OFF
     -DREWIND_BUILD_EXAMPLES=OFF -DREWIND_CUDA=OFF -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)
@@ -20,10 +21,14 @@ message(STATUS "consumer: ${last_output}")
 run(${WORK}/consumer/consumer_cpu)
 message(STATUS "CPU consumer: ${last_output}")
 
-# the same CPU consumer built with clang, where the machine has it: its own copies of the loops
+# the same CPU consumer built with clang, where the machine has it: its own copies of the loops;
+# and as if clang had no OpenMP (no libomp): the package is still found, the step on one thread
 if(CLANGXX)
   run(${CMAKE_COMMAND} -S ${CONSUMER} -B ${WORK}/consumer-clang -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${WORK}/prefix
-      -DCMAKE_CXX_COMPILER=${CLANGXX})
+      -DCMAKE_CXX_COMPILER=${CLANGXX} -DCMAKE_DISABLE_FIND_PACKAGE_OpenMP=TRUE)
+  if(NOT last_error MATCHES "rewind: Clang .* has no OpenMP")
+    message(FATAL_ERROR "find_package(rewind) without OpenMP did not say so:\n${last_output}\n${last_error}")
+  endif()
   run(${CMAKE_COMMAND} --build ${WORK}/consumer-clang --target consumer_cpu)
   run(${WORK}/consumer-clang/consumer_cpu)
   message(STATUS "CPU consumer built with ${CLANGXX}: ${last_output}")
