@@ -66,8 +66,11 @@ struct im2col_op {
       for (std::size_t kx = 0; kx < k; ++kx) {
         const T* src = site.at(x, g.offset(ky), g.offset(kx));
         T* to = out + (ky * k + kx) * c;
-        if (src) for (std::size_t ch = 0; ch < c; ++ch) to[ch] = src[ch];
-        else for (std::size_t ch = 0; ch < c; ++ch) to[ch] = T(0);
+        if (src) {
+          REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) to[ch] = src[ch];
+        } else {
+          REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) to[ch] = T(0);
+        }
       }
   }
 };
@@ -95,8 +98,11 @@ struct cotangent_patches_op {
         // the patch centred at (y - ky + r, x - kx + r) reads this position through tap (ky, kx)
         const T* src = site.at(g, -geo.offset(ky), -geo.offset(kx));
         T* to = out + ky * k + kx;
-        if (src) for (std::size_t ch = 0; ch < c; ++ch) to[ch * kk] = src[ch];
-        else for (std::size_t ch = 0; ch < c; ++ch) to[ch * kk] = T(0);
+        if (src) {
+          REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) to[ch * kk] = src[ch];
+        } else {
+          REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) to[ch * kk] = T(0);
+        }
       }
   }
 };
@@ -144,10 +150,10 @@ struct group_norm_op {
     T* rstd = mean + c;
     for (std::size_t ch = 0; ch < c; ++ch) mean[ch] = T(0), rstd[ch] = T(0);
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < c; ++ch) mean[ch] += xs[p * c + ch];
+      REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) mean[ch] += xs[p * c + ch];
     spread_over_groups(mean, T(1) / static_cast<T>(g.count()), c, cg);  // the group's mean on each of its channels
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < c; ++ch) {
+      REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) {
         const T d = xs[p * c + ch] - mean[ch];
         rstd[ch] += d * d;
       }
@@ -156,7 +162,7 @@ struct group_norm_op {
     if (!y) return;
     T* ys = y + b * g.hw * c;
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < c; ++ch) ys[p * c + ch] = (xs[p * c + ch] - mean[ch]) * rstd[ch] * gamma[ch] + gamma[c + ch];
+      REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) ys[p * c + ch] = (xs[p * c + ch] - mean[ch]) * rstd[ch] * gamma[ch] + gamma[c + ch];
   }
 };
 
@@ -180,7 +186,7 @@ struct group_norm_backward_op {
     T *dbeta = ws + 2 * c, *dgamma = ws + 3 * c, *s1 = ws + 4 * c, *s2 = ws + 5 * c;
     for (std::size_t ch = 0; ch < c; ++ch) dbeta[ch] = T(0), dgamma[ch] = T(0);
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < c; ++ch) {
+      REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) {
         const std::size_t e = at + p * c + ch;
         dbeta[ch] += gy[e];
         dgamma[ch] += gy[e] * (x[e] - mean[ch]) * rstd[ch];
@@ -189,7 +195,7 @@ struct group_norm_backward_op {
     spread_over_groups(s1, T(1) / static_cast<T>(g.count()), c, cg);
     spread_over_groups(s2, T(1) / static_cast<T>(g.count()), c, cg);
     for (std::size_t p = 0; p < g.hw; ++p)
-      for (std::size_t ch = 0; ch < c; ++ch) {
+      REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) {
         const std::size_t e = at + p * c + ch;
         const T xhat = (x[e] - mean[ch]) * rstd[ch];
         dx[e] = rstd[ch] * (gy[e] * gamma[ch] - s1[ch] - xhat * s2[ch]);
@@ -245,7 +251,7 @@ struct squeeze_op {
       for (std::size_t dx = 0; dx < 2; ++dx) {
         T* from = in + (b * s.h * s.w + (2 * y + dy) * s.w + 2 * x + dx) * s.c;
         T* to = out + col * 4 * s.c + 2 * dy + dx;
-        for (std::size_t ch = 0; ch < s.c; ++ch) {
+        REWIND_SIMD for (std::size_t ch = 0; ch < s.c; ++ch) {
           if (forward) to[4 * ch] = from[ch];
           else from[ch] = to[4 * ch];
         }
@@ -273,14 +279,14 @@ struct avg_pool_op {
       for (std::size_t dy = 0; dy < k; ++dy)
         for (std::size_t dx = 0; dx < k; ++dx) {
           const T* from = x + (b * s.h * s.w + (oy * k + dy) * s.w + ox * k + dx) * c;
-          for (std::size_t ch = 0; ch < c; ++ch) to[ch] += from[ch];
+          REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) to[ch] += from[ch];
         }
       for (std::size_t ch = 0; ch < c; ++ch) to[ch] *= scale;
     } else {
       const std::size_t q = col % (s.h * s.w), b = col / (s.h * s.w), iy = q / s.w, ix = q % s.w;
       const T* from = y + (b * hk * wk + (iy / k) * wk + ix / k) * c;
       T* to = x + col * c;
-      for (std::size_t ch = 0; ch < c; ++ch) to[ch] = from[ch] * scale;
+      REWIND_SIMD for (std::size_t ch = 0; ch < c; ++ch) to[ch] = from[ch] * scale;
     }
   }
 };
