@@ -67,7 +67,6 @@ int measure(const scaling_options& o) {
                st.buckets_per_step, 1e3 * median(imbalance));
   return 0;
 }
-#endif
 
 row job_of(const std::string& self, int ranks, const scaling_options& o) {
   const std::string cmd = fmt::format(
@@ -88,6 +87,7 @@ row job_of(const std::string& self, int ranks, const scaling_options& o) {
   if (pclose(p) != 0 || !got) throw rwd::error(fmt::format("rewind: the {}-rank job failed:\n{}", ranks, output));
   return r;
 }
+#endif
 }  // namespace
 
 int run_scaling(const scaling_options& o, const std::string& self) {
