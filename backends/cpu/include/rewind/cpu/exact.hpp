@@ -141,16 +141,23 @@ std::int64_t add_state_tiles(std::int64_t* s, const std::int64_t* t, T* shadow, 
 }
 
 /// Runs tile(begin, length) over `count` elements in tiles of exact_tile, on `threads` threads
-/// when the loop is large enough; returns the tiles' range flags or-ed.
+/// when the loop is large enough; returns the tiles' range flags or-ed. On one thread (a team's
+/// chunk) the loop opens no parallel region: a nested one of one thread costs 0.35 us a call,
+/// three calls a layer per chunk.
 template <class Tile>
 std::int64_t over_tiles(std::size_t count, int threads, const Tile& tile) {
   const auto tiles = static_cast<std::ptrdiff_t>((count + exact_tile - 1) / exact_tile);
-  std::int64_t bad = 0;
-#pragma omp parallel for reduction(| : bad) num_threads(threads) if (count >= exact_parallel_from)
-  for (std::ptrdiff_t k = 0; k < tiles; ++k) {
+  const auto run = [&](std::ptrdiff_t k) {
     const std::size_t begin = static_cast<std::size_t>(k) * exact_tile;
-    bad |= tile(begin, std::min(count - begin, exact_tile));
+    return tile(begin, std::min(count - begin, exact_tile));
+  };
+  std::int64_t bad = 0;
+  if (threads <= 1 || count < exact_parallel_from) {
+    for (std::ptrdiff_t k = 0; k < tiles; ++k) bad |= run(k);
+    return bad;
   }
+#pragma omp parallel for reduction(| : bad) num_threads(threads)
+  for (std::ptrdiff_t k = 0; k < tiles; ++k) bad |= run(k);
   return bad;
 }
 
