@@ -180,7 +180,7 @@ struct staged_layout {
     hana::for_each(Block::updates(), [&](auto u) { text += u.text() + ";"; });
     hana::for_each(Block::maps(), [&](auto t) { text += typename decltype(t)::type{}.describe() + ";"; });
     text += "input " + input.text() + "; depths";
-    for (std::size_t d : depths) text += " " + std::to_string(d);
+    for (std::size_t d : depths) text.append(" ").append(std::to_string(d));  // not " " + ...: a false -Wrestrict in GCC 12 at -O3
     text += "; classes " + std::to_string(classes);
     return text;
   }
