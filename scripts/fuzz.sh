@@ -17,20 +17,33 @@ $cxx tests/fuzz/fuzz_params.cpp -o $dir/fuzz_params &
 $cxx tests/fuzz/fuzz_safetensors.cpp -o $dir/fuzz_safetensors &
 $cxx tests/fuzz/fuzz_command_line.cpp -o $dir/fuzz_command_line &
 wait
+# two harnesses at a time, one a core (each is one process on one thread)
+fuzz() {
+  local h=$1
+  mkdir -p $dir/corpus_$h
+  (cd $dir && ./fuzz_$h -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 \
+     "corpus_$h" "../tests/fuzz/corpus/$h" > "fuzz_$h.log" 2>&1)
+}
 passed=0 failed=0
-for h in idx params safetensors command_line; do
-  work=$dir/corpus_$h
-  mkdir -p $work
-  echo "fuzz: $h for ${seconds} s"
-  if (cd $dir && ./fuzz_$h -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 \
-        "corpus_$h" "../tests/fuzz/corpus/$h" > "fuzz_$h.log" 2>&1); then
-    passed=$((passed + 1))
-    grep -E "stat::number_of_executed_units|Done" "$dir/fuzz_$h.log" | tail -1
-  else
-    failed=$((failed + 1))
-    echo "fuzz: $h FOUND A PROBLEM:"
-    tail -n 40 "$dir/fuzz_$h.log"
-  fi
+for pair in "idx params" "safetensors command_line"; do
+  pids=()
+  for h in $pair; do
+    echo "fuzz: $h for ${seconds} s"
+    fuzz $h &
+    pids+=($!)
+  done
+  k=0
+  for h in $pair; do
+    if wait "${pids[$k]}"; then
+      passed=$((passed + 1))
+      grep -E "stat::number_of_executed_units|Done" "$dir/fuzz_$h.log" | tail -1
+    else
+      failed=$((failed + 1))
+      echo "fuzz: $h FOUND A PROBLEM:"
+      tail -n 40 "$dir/fuzz_$h.log"
+    fi
+    k=$((k + 1))
+  done
 done
 echo "fuzz: $passed passed, $failed failed"
 [ $failed -eq 0 ]
