@@ -137,7 +137,10 @@ TEST_CASE("ledger: the vectorised loop is the scalar arithmetic, on one thread o
   const auto fp = rwd::cpu::fixed_point::of(30);
   for (const auto& nd : {std::pair<std::int64_t, std::int64_t>{9, 10}, {3, 10}, {99, 100}, {7, 3}, {65535, 65536}}) {
     const std::int64_t n = nd.first, d = nd.second;
-    const int depth = n > d ? 10 : 400;  // 9/10 spills (and refills) every ~100 layers
+    // a shrinking factor: layers for 40 bits of growth (two spills and refills; 9/10 spills every
+    // ~100 layers), at least 40; ratios near 1 (99/100: 0.015 bits a layer) never spill, 40 layers
+    const double spill_depth = std::ceil(40 / std::log2(static_cast<double>(d) / static_cast<double>(n)));
+    const int depth = n > d ? 10 : spill_depth <= 400 ? std::max(40, static_cast<int>(spill_depth)) : 40;
     std::mt19937_64 rng(static_cast<unsigned>(n + d));
     std::vector<std::int64_t> start(elements);
     const int bits = n > d ? 24 : 32;  // 7/3 leaves the range 2^51 after about 30 bits of growth
