@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dsl, engine, cpu and cli tests under AddressSanitizer and UndefinedBehaviorSanitizer (no recovery:
 # the first report fails the run), in their own build folder, CUDA and MPI off. .ci/run runs it
-# before the tests; by hand:  scripts/sanitize.sh   (build-sanitize/, about 4.5 minutes on 2 cores)
+# before the tests; by hand:  scripts/sanitize.sh   (build-sanitize/, about 5 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
