@@ -159,7 +159,9 @@ struct neg : node<A> {
   using negated = A;  // for the canonical forms: -(-a) => a, b + (-a) => b - a
   static int precedence(const print_context&) { return detail::prec_neg; }
   static std::string text(const print_context& c) {  // -(a + b), -a*b
-    return "-" + detail::text_at<A>(c, detail::prec_product);
+    std::string t = "-";  // appended: GCC 12 warns falsely (-Wrestrict) on "-" + a temporary at -O3
+    t += detail::text_at<A>(c, detail::prec_product);
+    return t;
   }
   template <class X>
   REWIND_HOST_DEVICE static constexpr auto value(const X& a) { return -a; }
