@@ -48,22 +48,23 @@ int main(int argc, char** argv) {
   const double per = 1e9 / (static_cast<double>(c.elements) * layers);
   series here, base;
   std::size_t planes = 0;
+  // One build's run, added to its series; false where its rewind did not come back to zero.
+  const auto run = [&](tiles_time (*tiles)(const tiles_config&), series& into, const char* which) {
+    const tiles_time t = tiles(c);
+    if (!t.exact) std::fprintf(stderr, "rewind_exact_tiles: the %s build's rewind did not return to zero\n", which);
+    into.add(t, per);
+    planes = t.planes;
+    return t.exact;
+  };
   try {
     for (int r = 0; r < rounds; ++r) {
-      const tiles_time t = run_tiles(c);
-      if (!t.exact) {
-        std::fprintf(stderr, "rewind_exact_tiles: the rewind did not return to zero\n");
-        return 1;
-      }
-      here.add(t, per);
-      planes = t.planes;
 #ifdef REWIND_TILES_BASE
-      const tiles_time b = run_tiles_base(c);
-      if (!b.exact) {
-        std::fprintf(stderr, "rewind_exact_tiles: the base build's rewind did not return to zero\n");
-        return 1;
-      }
-      base.add(b, per);
+      // the builds in turns, each first in every other round
+      if (r % 2 == 1 && !run(run_tiles_base, base, "base")) return 1;
+      if (!run(run_tiles, here, "this")) return 1;
+      if (r % 2 == 0 && !run(run_tiles_base, base, "base")) return 1;
+#else
+      if (!run(run_tiles, here, "this")) return 1;
 #endif
     }
   } catch (const std::exception& e) {
