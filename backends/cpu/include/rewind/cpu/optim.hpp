@@ -32,11 +32,15 @@ struct optimizer_state {
 
 namespace detail {
 /// update(i) for every i < n, in vectors, on `threads` threads where n is large enough to pay for
-/// them (a parameter's update reads and writes its own elements only).
+/// them (a parameter's update reads and writes its own elements only). Each thread runs its own
+/// copy of the functor: through a reference, its array pointers were read back after every
+/// store (the stores might have written them), and GCC made the loop scalar on one thread and
+/// gathers and scatters on two.
 template <class Update>
 void for_each_parameter(std::size_t n, int threads, const Update& update) {
-#pragma omp parallel for simd num_threads(threads) schedule(static) if (threads > 1 && n >= (std::size_t{1} << 16))
-  for (std::size_t i = 0; i < n; ++i) update(i);
+  Update each = update;
+#pragma omp parallel for simd num_threads(threads) schedule(static) firstprivate(each) if (threads > 1 && n >= (std::size_t{1} << 16))
+  for (std::size_t i = 0; i < n; ++i) each(i);
 }
 }  // namespace detail
 
