@@ -276,12 +276,17 @@ TEST_CASE("threads: on a busy machine the team shrinks, and grows back when a pr
     CHECK(team.next(2) == 1);
     team.judge(1, 2, 0);  // one thread never sleeps at a barrier: nothing learnt
   }
-  CHECK(team.next(2) == 2);  // every eighth step probes the whole team
-  team.judge(2, 2, 0.3);     // still busy: back to one thread at once
-  CHECK(team.next(2) == 1);
-  for (int step = 2; step < 8; ++step) team.next(2);
-  CHECK(team.next(2) == 2);
-  team.judge(2, 2, 0.01);  // quiet again: the whole team from now on
+  CHECK(team.next(2) == 2);  // the eighth step probes the whole team
+  // still busy: back to one thread at once, and each probe that finds it so waits twice as long
+  // for the next, up to 32 steps
+  for (int wait : {16, 32, 32}) {
+    team.judge(2, 2, 0.3);
+    CHECK(team.probe_every() == wait);
+    for (int step = 1; step < wait; ++step) CHECK(team.next(2) == 1);
+    CHECK(team.next(2) == 2);
+  }
+  team.judge(2, 2, 0.01);  // quiet again: the whole team from now on, and the first probe after 8 steps
+  CHECK(team.probe_every() == 8);
   CHECK(team.next(2) == 2);
   CHECK(team.next(2) == 2);
   // a team of four that slept on three threads goes down to two, not below what it needs
@@ -291,6 +296,7 @@ TEST_CASE("threads: on a busy machine the team shrinks, and grows back when a pr
   CHECK(four.next(4) == 3);
   four.judge(3, 4, 0.5);
   CHECK(four.next(4) == 2);
+  CHECK(four.probe_every() == 8);  // a smaller team that sleeps is no failed probe
   CHECK(four.next(1) == 1);
 }
 

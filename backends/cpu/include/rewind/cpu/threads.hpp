@@ -135,31 +135,39 @@ class team_barrier {
 /// How many threads a model's steps run on. On a quiet machine, every thread it may use. When
 /// two steps in a row found the team's threads asleep at the barriers for more than a sixth of
 /// their time (a partner was descheduled: another process wants the cores), the next steps run
-/// on one thread fewer, and every eighth step tries the whole team again, which is kept if it
-/// no longer sleeps. A single slow step (a hiccup of a shared machine) changes nothing. The
-/// gradient does not depend on the team, so this changes only the time a step takes.
+/// on one thread fewer, and a later step probes the whole team again: the eighth, kept if it no
+/// longer sleeps; after each probe that still sleeps, the wait doubles, up to 32 steps (a probe
+/// on a busy machine is a slow step: every eighth one cost a tenth on the mean). A single slow
+/// step (a hiccup of a shared machine) changes nothing. The gradient does not depend on the
+/// team, so this changes only the time a step takes.
 class team_choice {
  public:
   static constexpr double busy = 1.0 / 6;
+  static constexpr int first_probe = 8, last_probe = 32;
   int next(int most) {
     if (most <= 1 || fewer_ == 0) return most;
-    if (++since_ % 8 == 0) return most;
+    if (++since_ % probe_ == 0) return most;
     return std::max(1, most - fewer_);
   }
   void judge(int used, int most, double slept_fraction) {
     if (used <= 1) return;
     const bool slept = slept_fraction > busy;
-    if (slept && (strikes_++ > 0 || fewer_ > 0)) fewer_ = std::min(most - 1, most - used + 1), since_ = 0, strikes_ = 0;
+    if (slept && (strikes_++ > 0 || fewer_ > 0)) {
+      if (fewer_ > 0 && used == most) probe_ = std::min(2 * probe_, last_probe);  // a probe found the machine still busy
+      fewer_ = std::min(most - 1, most - used + 1), since_ = 0, strikes_ = 0;
+    }
     if (!slept) {
       strikes_ = 0;
-      if (used == most) fewer_ = 0;
+      if (used == most) fewer_ = 0, probe_ = first_probe;
     }
   }
   int last() const { return last_; }
   void ran(int team) { last_ = team; }
+  /// Steps from a shrink to the next probe of the whole team.
+  int probe_every() const { return probe_; }
 
  private:
-  int fewer_ = 0, since_ = 0, strikes_ = 0, last_ = 0;
+  int fewer_ = 0, since_ = 0, strikes_ = 0, last_ = 0, probe_ = first_probe;
 };
 
 /// Eigen's GEMMs on one thread for a scope: a step that runs on one thread (its batch is one
