@@ -4,11 +4,12 @@
 // chosen at run time. Every shape class either takes is held to a double-precision loop:
 // rows in and out of thin_gemm's register tiles and 64-row slices, columns that leave ragged
 // tiles, k over several of its blocks, A or B transposed, C replaced (whatever it held) or added to;
-// and gemm_bias, whose chains start from the bias.
+// gemm_bias, whose chains start from the bias; and the bias fused into an activation.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -128,4 +129,31 @@ TEST_CASE("gemm_bias: C = A B + b down every column, through thin_gemm and throu
         }
   }
   rwd::cpu::detail::thin_gemm_runs = runs;
+}
+
+TEST_CASE("bias with a function: y = fn(y + b) down every column, the same bits as Eigen's element-wise tanh, on any block") {
+  // map_ops::bias<Fn> (a dense layer's bias fused into its activation) adds the bias and runs the
+  // function over the block as one array; held here to the broadcast expression evaluated element
+  // by element, bit for bit, on blocks that start off alignment, with rows under, at and over a
+  // vector, and inputs from tiny (tanh(x) = x) to saturated
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> d(-6.0f, 6.0f);
+  for (std::size_t rows : {1u, 5u, 16u, 33u, 784u})
+    for (std::size_t cols : {1u, 3u, 32u})
+      for (std::size_t skew : {0u, 1u, 3u}) {
+        CAPTURE(rows);
+        CAPTURE(cols);
+        CAPTURE(skew);
+        std::vector<float> storage(rows * cols + skew), bias(rows);
+        for (auto& x : storage) x = d(rng);
+        for (auto& x : bias) x = d(rng) / 4;
+        for (std::size_t i = 0; i < storage.size(); i += 7) storage[i] = 1e-6f * storage[i];
+        float* y = storage.data() + skew;
+        Eigen::MatrixXf want = Eigen::Map<Eigen::MatrixXf>(y, static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+        const Eigen::Map<const Eigen::VectorXf> b(bias.data(), static_cast<Eigen::Index>(rows));
+        for (Eigen::Index j = 0; j < want.cols(); ++j)
+          for (Eigen::Index i = 0; i < want.rows(); ++i) want(i, j) = Eigen::numext::tanh(want(i, j) + b(i));
+        rwd::cpu::map_ops<float>{}.bias<rwd::fn::tanh_fn>(y, bias.data(), rows, cols);
+        CHECK(std::memcmp(want.data(), y, rows * cols * sizeof(float)) == 0);
+      }
 }
