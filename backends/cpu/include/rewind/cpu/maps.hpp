@@ -1,8 +1,8 @@
 // rewind cpu: learned maps on the CPU: the engine's map runner (rewind/engine/map_runner.hpp)
-// over Eigen. A dense layer is one GEMM; its bias and the activation after it are vectorised passes. A product
-// whose result has a multiple of 16 rows runs through thin_gemm where the CPU has it (faster
-// than Eigen's on every such product of the shipped networks) when it runs on one thread: inside
-// a team, or where Eigen has one (else Eigen splits it over its threads).
+// over Eigen. A dense layer is one GEMM; its bias and the activation after it are vectorised
+// passes. A product whose result has a multiple of 16 rows runs through thin_gemm where the CPU
+// has it (faster than Eigen's on every such product of the shipped networks) when it runs on one
+// thread: inside a team, or where Eigen has one (else Eigen splits it over its threads).
 #pragma once
 
 #include <Eigen/Core>

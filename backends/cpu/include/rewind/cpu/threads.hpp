@@ -137,9 +137,9 @@ class team_barrier {
 /// their time (a partner was descheduled: another process wants the cores), the next steps run
 /// on one thread fewer, and a later step probes the whole team again: the eighth, kept if it no
 /// longer sleeps; after each probe that still sleeps, the wait doubles, up to 32 steps (a probe
-/// on a busy machine is a slow step: every eighth one cost a tenth on the mean). A single slow
-/// step (a hiccup of a shared machine) changes nothing. The gradient does not depend on the
-/// team, so this changes only the time a step takes.
+/// on a busy machine is a slow step: one every eighth step costs the mean step about a tenth).
+/// A single slow step (a hiccup of a shared machine) changes nothing. The gradient does not
+/// depend on the team, so this changes only the time a step takes.
 class team_choice {
  public:
   static constexpr double busy = 1.0 / 6;
