@@ -33,9 +33,9 @@ struct optimizer_state {
 namespace detail {
 /// update(i) for every i < n, in vectors, on `threads` threads where n is large enough to pay for
 /// them (a parameter's update reads and writes its own elements only). Each thread runs its own
-/// copy of the functor: through a reference, its array pointers were read back after every
-/// store (the stores might have written them), and GCC made the loop scalar on one thread and
-/// gathers and scatters on two.
+/// copy of the functor: through a reference, GCC reads its array pointers back after every store
+/// (a store might have written them), and makes the loop scalar on one thread and gathers and
+/// scatters on two.
 template <class Update>
 void for_each_parameter(std::size_t n, int threads, const Update& update) {
   Update each = update;
